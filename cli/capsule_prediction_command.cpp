@@ -1,0 +1,254 @@
+// `halcaps predict`: capsule prediction (and with --backward its gradients)
+// on random inputs or .npy files, on the CPU or a CUDA device. Every
+// implementation run is checked against the float64 reference, with outputs
+// poisoned with NaN first, and only then timed.
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/npy.h"
+#include "capsule_prediction_reference.h"
+#include "compare.h"
+
+namespace halcaps::cli {
+
+namespace {
+
+struct PredictArgs {
+    reference::PredictShape shape{128, 1152, 8, 10, 16};  // MNIST CapsNet
+    std::string device = "auto";
+    std::string implementation;  // empty: the device's default; "all": every one
+    bool backward = false;
+    std::string u_path, W_path, g_path;
+    std::string u_hat_path, grad_u_path, grad_W_path;
+    std::string save_inputs_prefix;
+    int warmup = 3, repeats = 20;
+    uint64_t seed = 0;  // 0: draw one
+};
+
+npy::Array load_npy(const std::string &path, size_t rank, const char *layout) {
+    npy::Array array;
+    std::string error;
+    if (!npy::read_float32(path, &array, &error)) throw UsageError{error};
+    if (array.shape.size() != rank) {
+        throw UsageError{path + ": expected rank " + std::to_string(rank) + " " + layout + ", got " +
+                         shape_string(array.shape)};
+    }
+    return array;
+}
+
+void save_npy(const std::string &path, const Tensor &t) {
+    std::string error;
+    if (!npy::write_float32(path, t.shape(), t.host().data(), &error)) throw UsageError{error};
+}
+
+std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device) {
+    if (requested.empty()) return {default_implementation(device)};
+    if (requested != "all") return {requested};
+    std::vector<std::string> names;
+    for (const auto &info : list_implementations()) {
+        if (info.op == op && info.device == device) names.push_back(info.implementation);
+    }
+    return names;
+}
+
+// One row of the results table.
+void print_row(const char *op, const std::string &implementation, const reference::Comparison *check,
+               const Timing &t, double bytes_floor, double flops, double copy_gbs) {
+    const double gbs = bytes_floor / (t.median_us * 1e3);
+    std::printf("%-9s %-16s %-6s %10.1f %10.1f %9.1f %7.1f%% %9.1f   %s\n", op, implementation.c_str(),
+                check == nullptr ? "-" : (check->passed ? "ok" : "WRONG"), t.median_us, t.min_us, gbs,
+                100.0 * gbs / copy_gbs, flops / (t.median_us * 1e3),
+                check == nullptr ? "" : check->summary().c_str());
+}
+
+void run_predict(PredictArgs &a) {
+    const Device device = parse_device(a.device);
+    std::optional<npy::Array> u_file, W_file, g_file;
+    if (!a.u_path.empty()) {
+        u_file = load_npy(a.u_path, 3, "[batch, in_caps, in_dim]");
+        W_file = load_npy(a.W_path, 4, "[in_caps, out_caps, out_dim, in_dim]");
+        a.shape = {u_file->shape[0], u_file->shape[1], u_file->shape[2], W_file->shape[1], W_file->shape[2]};
+    }
+    const auto &s = a.shape;
+    for (int64_t extent : {s.batch, s.in_caps, s.in_dim, s.out_caps, s.out_dim}) {
+        if (extent <= 0) throw UsageError{"every extent must be positive"};
+    }
+    if (!a.g_path.empty()) g_file = load_npy(a.g_path, 4, "[batch, in_caps, out_caps, out_dim]");
+
+    if (a.seed == 0) a.seed = std::random_device{}() | 1;
+    std::mt19937_64 rng(a.seed);
+    std::printf("halcaps predict: device %s%s, B=%lld I=%lld K=%lld J=%lld E=%lld, seed %llu\n", device_name(device),
+                device == Device::cuda ? (" (" + cuda_device_name() + ")").c_str() : "", (long long)s.batch,
+                (long long)s.in_caps, (long long)s.in_dim, (long long)s.out_caps, (long long)s.out_dim,
+                (unsigned long long)a.seed);
+
+    Tensor u({s.batch, s.in_caps, s.in_dim}, device), W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
+    Tensor u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device);
+    if (u_file) {
+        u.host() = u_file->data;
+        W.host() = W_file->data;
+    } else {
+        u.fill_normal(rng);
+        W.fill_normal(rng);
+    }
+    u.upload();
+    W.upload();
+    if (!a.save_inputs_prefix.empty()) {
+        save_npy(a.save_inputs_prefix + "u.npy", u);
+        save_npy(a.save_inputs_prefix + "W.npy", W);
+    }
+
+    const double copy_gbs = measured_copy_bandwidth_gbs(device);
+    std::printf("copy bandwidth measured now: %.0f GB/s (bytes read + written)\n", copy_gbs);
+    std::printf("%-9s %-16s %-6s %10s %10s %9s %8s %9s   %s\n", "op", "implementation", "check", "median_us",
+                "min_us", "GB/s", "%copy", "GFLOP/s", "error vs float64 reference");
+
+    int failures = 0;
+    const double forward_bytes = 4.0 * (u.size() + W.size() + u_hat.size());
+    const double forward_flops = 2.0 * u_hat.size() * s.in_dim;
+    const std::vector<double> u_hat_ref = reference::predict_f64(s, u.host().data(), W.host().data());
+    const auto forward_tol = reference::float32_sum_tolerance(s.in_dim);
+    bool saved = false;
+    for (const std::string &name : implementations_to_run("predict", a.implementation, device)) {
+        Options options;
+        options.device = device;
+        options.implementation = name;
+        u_hat.poison();
+        check(predict(u.view(), W.view(), u_hat.view(), options));
+        u_hat.download();
+        const auto result = reference::compare(u_hat.host().data(), u_hat_ref, forward_tol);
+        failures += !result.passed;
+        const Timing t = time_calls(device, a.warmup, a.repeats,
+                                    [&] { check(predict(u.view(), W.view(), u_hat.view(), options)); });
+        print_row("forward", name, &result, t, forward_bytes, forward_flops, copy_gbs);
+        if (!a.u_hat_path.empty() && !saved) {
+            save_npy(a.u_hat_path, u_hat);
+            saved = true;
+        }
+    }
+    if (device == Device::cpu && a.implementation == "all") {
+        const Timing t = time_calls(device, 1, a.repeats, [&] {
+            reference::predict_naive_openmp(s, u.host().data(), W.host().data(), u_hat.host().data());
+        });
+        print_row("forward", "naive-openmp", nullptr, t, forward_bytes, forward_flops, copy_gbs);
+    }
+    if (!a.backward) {
+        if (failures) throw UsageError{std::to_string(failures) + " implementation(s) gave wrong results"};
+        return;
+    }
+
+    Tensor g({s.batch, s.in_caps, s.out_caps, s.out_dim}, device);
+    Tensor grad_u({s.batch, s.in_caps, s.in_dim}, device), grad_W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
+    if (g_file) {
+        if (g_file->shape != g.shape()) {
+            throw UsageError{a.g_path + ": expected shape " + shape_string(g.shape()) + ", got " +
+                             shape_string(g_file->shape)};
+        }
+        g.host() = g_file->data;
+    } else {
+        g.fill_normal(rng);
+    }
+    g.upload();
+    const double backward_bytes = 4.0 * (g.size() + u.size() + W.size() + grad_u.size() + grad_W.size());
+    const double backward_flops = 2.0 * 2.0 * g.size() * s.in_dim;
+    const auto grad_u_ref = reference::predict_grad_input_f64(s, g.host().data(), W.host().data());
+    const auto grad_W_ref = reference::predict_grad_weight_f64(s, g.host().data(), u.host().data());
+    bool saved_grads = false;
+    for (const std::string &name : implementations_to_run("predict_backward", a.implementation, device)) {
+        Options options;
+        options.device = device;
+        options.implementation = name;
+        grad_u.poison();
+        grad_W.poison();
+        check(predict_backward(g.view(), u.view(), W.view(), grad_u.view(), grad_W.view(), options));
+        grad_u.download();
+        grad_W.download();
+        const auto u_check = reference::compare(grad_u.host().data(), grad_u_ref,
+                                                reference::float32_sum_tolerance(s.out_caps * s.out_dim));
+        const auto W_check =
+            reference::compare(grad_W.host().data(), grad_W_ref, reference::float32_sum_tolerance(s.batch));
+        failures += !u_check.passed + !W_check.passed;
+        const Timing t = time_calls(device, a.warmup, a.repeats, [&] {
+            check(predict_backward(g.view(), u.view(), W.view(), grad_u.view(), grad_W.view(), options));
+        });
+        const reference::Comparison &worse = u_check.passed ? W_check : u_check;
+        print_row("backward", name, &worse, t, backward_bytes, backward_flops, copy_gbs);
+        std::printf("%-9s %-16s        grad_u %s; grad_W %s\n", "", "", u_check.summary().c_str(),
+                    W_check.summary().c_str());
+        if (!saved_grads && (!a.grad_u_path.empty() || !a.grad_W_path.empty())) {
+            if (!a.grad_u_path.empty()) save_npy(a.grad_u_path, grad_u);
+            if (!a.grad_W_path.empty()) save_npy(a.grad_W_path, grad_W);
+            saved_grads = true;
+        }
+    }
+    if (device == Device::cpu && a.implementation == "all") {
+        const Timing t = time_calls(device, 1, a.repeats, [&] {
+            reference::predict_grad_input_naive_openmp(s, g.host().data(), W.host().data(), grad_u.host().data());
+            reference::predict_grad_weight_naive_openmp(s, g.host().data(), u.host().data(), grad_W.host().data());
+        });
+        print_row("backward", "naive-openmp", nullptr, t, backward_bytes, backward_flops, copy_gbs);
+    }
+    if (failures) throw UsageError{std::to_string(failures) + " check(s) failed"};
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App &app) {
+    auto args = std::make_shared<PredictArgs>();
+    CLI::App *cmd = app.add_subcommand(
+        "predict",
+        "Capsule prediction u_hat[b,i,j,e] = sum_k W[i,j,e,k] u[b,i,k] (and with --backward both gradients) "
+        "on random inputs or .npy files; checks every result against the float64 reference, then times it.");
+    auto *batch = cmd->add_option("--batch,-B", args->shape.batch, "batch size B")->capture_default_str();
+    auto *in_caps = cmd->add_option("--in-caps,-I", args->shape.in_caps, "input capsules I")->capture_default_str();
+    auto *in_dim = cmd->add_option("--in-dim,-K", args->shape.in_dim, "input capsule dimension K")->capture_default_str();
+    auto *out_caps = cmd->add_option("--out-caps,-J", args->shape.out_caps, "output capsules J")->capture_default_str();
+    auto *out_dim =
+        cmd->add_option("--out-dim,-E", args->shape.out_dim, "output capsule dimension E")->capture_default_str();
+    cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->capture_default_str();
+    cmd->add_option("--schedule", args->implementation,
+                    "implementation to run (see `halcaps info`); default: the device's default; 'all': every one, "
+                    "plus the naive OpenMP loops on the CPU");
+    cmd->add_flag("--backward", args->backward, "also run both gradients (grad_u, grad_W) from g = dL/du_hat");
+    auto *u_in = cmd->add_option("--u", args->u_path, "read u [B, I, K] from this .npy file (float32, C order)")
+                     ->check(CLI::ExistingFile);
+    auto *W_in = cmd->add_option("--W", args->W_path, "read W [I, J, E, K] from this .npy file (float32, C order)")
+                     ->check(CLI::ExistingFile);
+    u_in->needs(W_in);
+    W_in->needs(u_in);
+    for (CLI::Option *shape_flag : {batch, in_caps, in_dim, out_caps, out_dim}) u_in->excludes(shape_flag);
+    cmd->add_option("--g", args->g_path, "with --backward: read g = dL/du_hat [B, I, J, E] from this .npy file")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--out", args->u_hat_path, "write u_hat [B, I, J, E] to this .npy file");
+    cmd->add_option("--out-grad-u", args->grad_u_path, "with --backward: write grad_u [B, I, K] to this .npy file");
+    cmd->add_option("--out-grad-W", args->grad_W_path, "with --backward: write grad_W [I, J, E, K] to this .npy file");
+    cmd->add_option("--save-inputs", args->save_inputs_prefix,
+                    "write the inputs used to PREFIXu.npy and PREFIXW.npy (to rerun on the same data)");
+    cmd->add_option("--warmup", args->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
+        ->capture_default_str();
+    cmd->add_option("--repeats", args->repeats, "timed calls; the median is reported")->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    cmd->add_option("--seed", args->seed, "random seed for the inputs (0: draw one and print it)")
+        ->capture_default_str();
+    cmd->callback([args] { run_predict(*args); });
+}
+
+void add_info_command(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("info", "Show the build, the CUDA device and every implementation by name.");
+    cmd->callback([] {
+        std::printf("CUDA support built: %s\n", cuda_built() ? "yes" : "no");
+        std::printf("CUDA device: %s\n", cuda_device_available() ? cuda_device_name().c_str() : "none");
+        std::printf("%-18s %-16s %-6s %s\n", "op", "implementation", "device", "description");
+        for (const auto &info : list_implementations()) {
+            std::printf("%-18s %-16s %-6s %s\n", info.op.c_str(), info.implementation.c_str(),
+                        device_name(info.device), info.description.c_str());
+        }
+    });
+}
+
+}  // namespace halcaps::cli

@@ -1,0 +1,186 @@
+#include "cli/common.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <omp.h>
+
+#if HALCAPS_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace halcaps::cli {
+
+namespace {
+
+#if HALCAPS_WITH_CUDA
+void cuda_check(cudaError_t err, const char *what) {
+    if (err != cudaSuccess) throw UsageError{std::string(what) + ": " + cudaGetErrorString(err)};
+}
+#endif
+
+int64_t product(const std::vector<int64_t> &shape) {
+    int64_t n = 1;
+    for (int64_t extent : shape) n *= extent;
+    return n;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Tensor::Tensor(std::vector<int64_t> shape, Device device)
+    : shape_(std::move(shape)), device_(device), host_(product(shape_)) {
+#if HALCAPS_WITH_CUDA
+    if (device_ == Device::cuda) {
+        cuda_check(cudaMalloc(&device_data_, host_.size() * sizeof(float)), "cudaMalloc");
+    }
+#endif
+}
+
+Tensor::~Tensor() {
+#if HALCAPS_WITH_CUDA
+    if (device_data_ != nullptr) cudaFree(device_data_);
+#endif
+}
+
+void Tensor::fill_normal(std::mt19937_64 &rng) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float &x : host_) {
+        do {
+            x = normal(rng);
+        } while (x == 0.0f);  // DESIGN.md §2: random, normal, nonzero
+    }
+}
+
+void Tensor::poison() {
+    std::fill(host_.begin(), host_.end(), std::numeric_limits<float>::quiet_NaN());
+#if HALCAPS_WITH_CUDA
+    // All-ones bytes are a NaN in float32.
+    if (device_data_ != nullptr) cuda_check(cudaMemset(device_data_, 0xFF, host_.size() * sizeof(float)), "cudaMemset");
+#endif
+}
+
+void Tensor::upload() {
+#if HALCAPS_WITH_CUDA
+    if (device_data_ != nullptr) {
+        cuda_check(cudaMemcpy(device_data_, host_.data(), host_.size() * sizeof(float), cudaMemcpyHostToDevice),
+                   "cudaMemcpy to device");
+    }
+#endif
+}
+
+void Tensor::download() {
+#if HALCAPS_WITH_CUDA
+    if (device_data_ != nullptr) {
+        cuda_check(cudaMemcpy(host_.data(), device_data_, host_.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                   "cudaMemcpy to host");
+    }
+#endif
+}
+
+TensorView Tensor::view() {
+    TensorView v;
+    v.shape = shape_;
+    if (device_data_ != nullptr) {
+        v.data = device_data_;
+        v.space = MemorySpace::cuda;
+    } else {
+        v.data = host_.data();
+        v.space = MemorySpace::host;
+    }
+    return v;
+}
+
+Device parse_device(const std::string &name) {
+    if (name == "cpu") return Device::cpu;
+    if (name == "cuda") {
+        if (!cuda_built()) throw UsageError{"--device cuda: this build of halcaps has no CUDA support"};
+        if (!cuda_device_available()) throw UsageError{"--device cuda: no CUDA device is present"};
+        return Device::cuda;
+    }
+    return cuda_device_available() ? Device::cuda : Device::cpu;  // "auto"
+}
+
+void check(const Status &status) {
+    if (!status.ok()) throw UsageError{std::string(status_code_name(status.code)) + ": " + status.message};
+}
+
+Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call) {
+    for (int n = 0; n < warmup; n++) call();
+    std::vector<double> us;
+#if HALCAPS_WITH_CUDA
+    if (device == Device::cuda) {
+        cudaEvent_t start, stop;
+        cuda_check(cudaEventCreate(&start), "cudaEventCreate");
+        cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
+        for (int n = 0; n < repeats; n++) {
+            cuda_check(cudaEventRecord(start), "cudaEventRecord");
+            call();
+            cuda_check(cudaEventRecord(stop), "cudaEventRecord");
+            cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+            float ms = 0;
+            cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+            us.push_back(1000.0 * ms);
+        }
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+    }
+#endif
+    if (device != Device::cuda) {
+        for (int n = 0; n < repeats; n++) {
+            auto t0 = std::chrono::steady_clock::now();
+            call();
+            auto t1 = std::chrono::steady_clock::now();
+            us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        }
+    }
+    Timing t;
+    t.repeats = repeats;
+    t.median_us = median(us);
+    t.min_us = *std::min_element(us.begin(), us.end());
+    return t;
+}
+
+double measured_copy_bandwidth_gbs(Device device) {
+    const size_t bytes = device == Device::cuda ? (size_t(1) << 31) : (size_t(1) << 28);  // 2 GiB / 256 MiB
+    Timing t;
+#if HALCAPS_WITH_CUDA
+    if (device == Device::cuda) {
+        void *a = nullptr, *b = nullptr;
+        cuda_check(cudaMalloc(&a, bytes), "cudaMalloc");
+        cuda_check(cudaMalloc(&b, bytes), "cudaMalloc");
+        cuda_check(cudaMemset(a, 1, bytes), "cudaMemset");
+        t = time_calls(device, 2, 10, [&] { cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice); });
+        cudaFree(a);
+        cudaFree(b);
+    }
+#endif
+    if (device != Device::cuda) {
+        std::vector<char> a(bytes, 1), b(bytes, 0);
+        t = time_calls(device, 1, 5, [&] {
+            const int threads = omp_get_max_threads();
+#pragma omp parallel for
+            for (int part = 0; part < threads; part++) {
+                const size_t begin = bytes * part / threads, end = bytes * (part + 1) / threads;
+                std::memcpy(b.data() + begin, a.data() + begin, end - begin);
+            }
+        });
+    }
+    return 2.0 * bytes / (t.median_us * 1e3);
+}
+
+std::string shape_string(const std::vector<int64_t> &shape) {
+    std::string s = "[";
+    for (size_t d = 0; d < shape.size(); d++) s += (d ? ", " : "") + std::to_string(shape[d]);
+    return s + "]";
+}
+
+}  // namespace halcaps::cli

@@ -1,0 +1,67 @@
+// Pieces shared by the command-line subcommands: tensors that live on the
+// host and, for CUDA runs, on the device; random inputs; NaN poisoning; timing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "halcaps/halcaps.h"
+
+namespace halcaps::cli {
+
+// Thrown for errors the user can fix (bad files, unusable device); main()
+// prints the message on one line and exits non-zero.
+struct UsageError {
+    std::string message;
+};
+
+// A float32 tensor with a host copy and, when `device` is cuda, a device copy.
+class Tensor {
+public:
+    Tensor(std::vector<int64_t> shape, Device device);
+    ~Tensor();
+    Tensor(const Tensor &) = delete;
+    Tensor &operator=(const Tensor &) = delete;
+
+    std::vector<float> &host() { return host_; }
+    const std::vector<float> &host() const { return host_; }
+    const std::vector<int64_t> &shape() const { return shape_; }
+    int64_t size() const { return static_cast<int64_t>(host_.size()); }
+
+    void fill_normal(std::mt19937_64 &rng);
+    void poison();              // NaN everywhere (host and device copies)
+    void upload();              // host -> device (no-op on cpu)
+    void download();            // device -> host (no-op on cpu)
+    TensorView view();          // of the copy the kernels use
+
+private:
+    std::vector<int64_t> shape_;
+    Device device_;
+    std::vector<float> host_;
+    float *device_data_ = nullptr;
+};
+
+// Device::cpu or Device::cuda from "cpu", "cuda" or "auto" (cuda if usable).
+Device parse_device(const std::string &name);
+
+// Timing: median and minimum over `repeats` calls after `warmup` calls, in
+// microseconds. CUDA runs are timed with events on the default stream.
+struct Timing {
+    double median_us = 0, min_us = 0;
+    int repeats = 0;
+};
+Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call);
+
+// Stops with a UsageError carrying the status message if a call failed.
+void check(const Status &status);
+
+// Copy bandwidth in GB/s (bytes read + written) of a large buffer copy on the
+// device (cudaMemcpy device-to-device) or the host (parallel memcpy).
+double measured_copy_bandwidth_gbs(Device device);
+
+std::string shape_string(const std::vector<int64_t> &shape);
+
+}  // namespace halcaps::cli

@@ -1,0 +1,137 @@
+// Capsule prediction (the seed blog's CapsulePrediction op) and both of its
+// gradients: algorithms only. Each generator names its stages and hands them to
+// the schedule picked by the `schedule` generator parameter (see schedules/).
+//
+// Layouts (DESIGN.md §1.1), Halide dims innermost first:
+//   u      [B, I, K]        -> (k, i, b)
+//   W      [I, J, E, K]     -> (k, e, j, i)
+//   u_hat  [B, I, J, E]     -> (e, j, i, b)
+#include "Halide.h"
+
+#include "capsule_prediction_stages.h"
+#include "schedules/capsule_prediction_schedules.h"
+
+namespace {
+
+using namespace Halide;
+
+// MNIST CapsNet shape (DESIGN.md §1.1): the estimates every schedule and
+// autoscheduler sees.
+constexpr int kBatch = 128, kInCaps = 1152, kInDim = 8, kOutCaps = 10, kOutDim = 16;
+
+// Every tensor crosses the API dense and row-major (runtime/ checks this before
+// any call), so say so here: zero-based dims and packed strides let Halide
+// simplify index arithmetic and prove the alignment of vector loads.
+template <typename T>
+void require_dense(T &buffer) {
+    Expr stride = 1;
+    for (int d = 0; d < buffer.dimensions(); d++) {
+        buffer.dim(d).set_min(0).set_stride(stride);
+        stride = stride * buffer.dim(d).extent();
+    }
+}
+
+class CapsulePredict : public Generator<CapsulePredict> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+
+    Input<Buffer<float, 3>> u{"u"};
+    Input<Buffer<float, 4>> W{"W"};
+    Output<Buffer<float, 4>> u_hat{"u_hat"};
+
+    void generate() {
+        halcaps::PredictStages s;
+        s.u = u;
+        s.W = W;
+        s.e = Var("e"), s.j = Var("j"), s.i = Var("i"), s.b = Var("b");
+        s.in_dim = u.dim(0).extent();
+        s.rk = RDom(0, s.in_dim, "rk");
+
+        s.accum = Func("u_hat_accum");
+        s.accum(s.e, s.j, s.i, s.b) = 0.0f;
+        s.accum(s.e, s.j, s.i, s.b) += W(s.rk, s.e, s.j, s.i) * u(s.rk, s.i, s.b);
+        u_hat(s.e, s.j, s.i, s.b) = s.accum(s.e, s.j, s.i, s.b);
+        s.u_hat = u_hat;
+
+        require_dense(u), require_dense(W), require_dense(u_hat);
+        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+
+        if (!using_autoscheduler()) {
+            halcaps::schedule_predict(schedule, get_target(), s);
+        }
+    }
+};
+
+class CapsulePredictGradInput : public Generator<CapsulePredictGradInput> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+
+    Input<Buffer<float, 4>> g{"g"};
+    Input<Buffer<float, 4>> W{"W"};
+    Output<Buffer<float, 3>> grad_u{"grad_u"};
+
+    void generate() {
+        halcaps::PredictGradInputStages s;
+        s.g = g;
+        s.W = W;
+        s.k = Var("k"), s.i = Var("i"), s.b = Var("b");
+        s.in_dim = W.dim(0).extent();
+        s.r_ej = RDom(0, g.dim(0).extent(), 0, g.dim(1).extent(), "r_ej");
+
+        s.accum = Func("grad_u_accum");
+        s.accum(s.k, s.i, s.b) = 0.0f;
+        s.accum(s.k, s.i, s.b) += g(s.r_ej.x, s.r_ej.y, s.i, s.b) * W(s.k, s.r_ej.x, s.r_ej.y, s.i);
+        grad_u(s.k, s.i, s.b) = s.accum(s.k, s.i, s.b);
+        s.grad_u = grad_u;
+
+        require_dense(g), require_dense(W), require_dense(grad_u);
+        g.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+
+        if (!using_autoscheduler()) {
+            halcaps::schedule_predict_grad_input(schedule, get_target(), s);
+        }
+    }
+};
+
+class CapsulePredictGradWeight : public Generator<CapsulePredictGradWeight> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+
+    Input<Buffer<float, 4>> g{"g"};
+    Input<Buffer<float, 3>> u{"u"};
+    Output<Buffer<float, 4>> grad_W{"grad_W"};
+
+    void generate() {
+        halcaps::PredictGradWeightStages s;
+        s.g = g;
+        s.u = u;
+        s.k = Var("k"), s.e = Var("e"), s.j = Var("j"), s.i = Var("i");
+        s.in_dim = u.dim(0).extent();
+        s.rb = RDom(0, g.dim(3).extent(), "rb");
+
+        s.accum = Func("grad_W_accum");
+        s.accum(s.k, s.e, s.j, s.i) = 0.0f;
+        s.accum(s.k, s.e, s.j, s.i) += g(s.e, s.j, s.i, s.rb) * u(s.k, s.i, s.rb);
+        grad_W(s.k, s.e, s.j, s.i) = s.accum(s.k, s.e, s.j, s.i);
+        s.grad_W = grad_W;
+
+        require_dense(g), require_dense(u), require_dense(grad_W);
+        g.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+
+        if (!using_autoscheduler()) {
+            halcaps::schedule_predict_grad_weight(schedule, get_target(), s);
+        }
+    }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(CapsulePredict, capsule_predict)
+HALIDE_REGISTER_GENERATOR(CapsulePredictGradInput, capsule_predict_grad_input)
+HALIDE_REGISTER_GENERATOR(CapsulePredictGradWeight, capsule_predict_grad_weight)

@@ -1,0 +1,43 @@
+// The named stages of the capsule prediction algorithms (DESIGN.md §1.1), handed by
+// the generators to the schedules. This header is the whole contract between
+// "what is computed" (generators/) and "how it is computed" (schedules/).
+#pragma once
+
+#include "Halide.h"
+
+namespace halcaps {
+
+// u_hat(e, j, i, b) = sum_k W(k, e, j, i) * u(k, i, b)
+struct PredictStages {
+    Halide::Func u;         // input (k, i, b)
+    Halide::Func W;         // input (k, e, j, i)
+    Halide::Func accum;     // (e, j, i, b): pure init 0, update += over rk
+    Halide::Func u_hat;     // output (e, j, i, b)
+    Halide::Var e, j, i, b;
+    Halide::RDom rk;        // over in_dim
+    Halide::Expr in_dim;    // K, read from u's extent
+};
+
+// grad_u(k, i, b) = sum_{j,e} g(e, j, i, b) * W(k, e, j, i)
+struct PredictGradInputStages {
+    Halide::Func g;         // input (e, j, i, b)
+    Halide::Func W;         // input (k, e, j, i)
+    Halide::Func accum;     // (k, i, b): pure init 0, update += over r_ej
+    Halide::Func grad_u;    // output (k, i, b)
+    Halide::Var k, i, b;
+    Halide::RDom r_ej;      // r_ej.x over out_dim (e), r_ej.y over out_caps (j)
+    Halide::Expr in_dim;    // K, read from W's extent
+};
+
+// grad_W(k, e, j, i) = sum_b g(e, j, i, b) * u(k, i, b)
+struct PredictGradWeightStages {
+    Halide::Func g;         // input (e, j, i, b)
+    Halide::Func u;         // input (k, i, b)
+    Halide::Func accum;     // (k, e, j, i): pure init 0, update += over rb
+    Halide::Func grad_W;    // output (k, e, j, i)
+    Halide::Var k, e, j, i;
+    Halide::RDom rb;        // over batch
+    Halide::Expr in_dim;    // K, read from u's extent
+};
+
+}  // namespace halcaps

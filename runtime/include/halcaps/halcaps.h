@@ -1,0 +1,101 @@
+// halcaps: capsule-network operators compiled ahead of time with Halide.
+//
+// The whole public API. Every entry point validates its arguments before any
+// kernel runs and reports problems through the returned Status; none aborts.
+// Tensors are float32, dense and row-major, on the host or on a CUDA device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace halcaps {
+
+enum class StatusCode {
+    ok = 0,
+    null_pointer,            // a tensor's data pointer is null
+    bad_rank,                // a tensor has the wrong number of dimensions
+    bad_extent,              // an extent is zero or negative
+    extent_mismatch,         // two tensors disagree on a shared extent
+    unsupported_strides,     // a tensor is not dense row-major
+    wrong_memory_space,      // host and device tensors mixed, or in the wrong place for the device
+    unknown_implementation,  // no implementation of that name for that device
+    device_unavailable,      // CUDA asked for but not built in, or no CUDA device present
+    out_of_memory,
+    cuda_error,              // a CUDA call failed
+    internal_error,          // a kernel reported an error the checks above should have caught
+};
+
+// Stable lower-case name of a code, e.g. "extent_mismatch".
+const char *status_code_name(StatusCode code);
+
+struct Status {
+    StatusCode code = StatusCode::ok;
+    std::string message;  // names the offending argument; empty when ok
+
+    bool ok() const { return code == StatusCode::ok; }
+    static Status success() { return {}; }
+};
+
+enum class MemorySpace { host, cuda };
+
+// A view of caller-owned float32 memory. `shape` is outermost first, as NumPy
+// and PyTorch write it. `strides` (in elements) may be left empty for a dense
+// row-major tensor; if given, they must be exactly the dense row-major ones.
+struct TensorView {
+    float *data = nullptr;
+    std::vector<int64_t> shape;
+    std::vector<int64_t> strides;
+    MemorySpace space = MemorySpace::host;
+
+    int64_t element_count() const;
+};
+
+enum class Device {
+    automatic,  // cuda when the tensors live on a CUDA device, otherwise cpu
+    cpu,
+    cuda,
+};
+
+struct Options {
+    Device device = Device::automatic;
+    // Which implementation to run, e.g. "cpu", "naive", "tuned"; empty picks
+    // the default for the device (see default_implementation()).
+    std::string implementation;
+    // CUDA only. The stream the kernels are queued on (a cudaStream_t / CUstream);
+    // null means the legacy default stream. Work is asynchronous on device
+    // tensors: synchronise the stream before reading the results.
+    void *cuda_stream = nullptr;
+    // CUDA only. The context to run in (a CUcontext); null means the calling
+    // thread's current context, or else the primary context of device 0.
+    void *cuda_context = nullptr;
+};
+
+// u_hat[b,i,j,e] = sum_k W[i,j,e,k] * u[b,i,k]
+//   u [B, I, K], W [I, J, E, K], u_hat [B, I, J, E]
+Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat, const Options &options = {});
+
+// Both gradients of predict given g = dL/du_hat:
+//   grad_u[b,i,k]   = sum_{j,e} g[b,i,j,e] * W[i,j,e,k]      grad_u [B, I, K]
+//   grad_W[i,j,e,k] = sum_b     g[b,i,j,e] * u[b,i,k]        grad_W [I, J, E, K]
+Status predict_backward(const TensorView &g, const TensorView &u, const TensorView &W, const TensorView &grad_u,
+                        const TensorView &grad_W, const Options &options = {});
+
+// What can be run: one entry per (operator, implementation, device).
+struct ImplementationInfo {
+    std::string op;              // "predict" or "predict_backward"
+    std::string implementation;  // e.g. "cpu", "naive", "tuned"
+    Device device;               // cpu or cuda
+    std::string description;
+};
+std::vector<ImplementationInfo> list_implementations();
+std::string default_implementation(Device device);
+
+// Whether this build carries CUDA code, and whether a CUDA device is usable now.
+bool cuda_built();
+bool cuda_device_available();
+// Name of the CUDA device (empty if none).
+std::string cuda_device_name();
+const char *device_name(Device device);
+
+}  // namespace halcaps

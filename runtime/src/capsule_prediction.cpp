@@ -1,0 +1,104 @@
+// Entry points for capsule prediction: argument checks, device and
+// implementation choice, then the Halide kernels.
+#include "argument_checks.h"
+#include "halide_call.h"
+#include "kernel_registry.h"
+
+namespace halcaps {
+
+namespace {
+
+using detail::ArgumentChecks;
+using detail::find_halide_kernel;
+using detail::HalideKernelEntry;
+
+Status check_device_ready(const char *op, Device device) {
+    if (device != Device::cuda) return Status::success();
+    if (!cuda_built()) {
+        return {StatusCode::device_unavailable,
+                std::string(op) + ": device cuda was asked for, but this build of halcaps has no CUDA support"};
+    }
+    if (!cuda_device_available()) {
+        return {StatusCode::device_unavailable, std::string(op) + ": device cuda was asked for, but no CUDA device is present"};
+    }
+    return Status::success();
+}
+
+Status find_kernel(const char *op, const char *generator, const std::string &implementation, Device device,
+                   const HalideKernelEntry **kernel) {
+    *kernel = find_halide_kernel(generator, implementation, device);
+    if (*kernel == nullptr) {
+        return {StatusCode::unknown_implementation,
+                std::string(op) + ": no implementation named '" + implementation + "' for device " +
+                    device_name(device) + "; available: " + detail::halide_schedule_names(generator, device)};
+    }
+    return Status::success();
+}
+
+std::string chosen_implementation(const Options &options, Device device) {
+    return options.implementation.empty() ? default_implementation(device) : options.implementation;
+}
+
+}  // namespace
+
+std::string default_implementation(Device device) { return device == Device::cuda ? "tuned" : "cpu"; }
+
+Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat, const Options &options) {
+    const char *op = "predict";
+    ArgumentChecks checks(op);
+    checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
+    checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
+    checks.tensor("u_hat", u_hat, {"batch", "in_caps", "out_caps", "out_dim"});
+    const Device device = checks.resolve_device(options.device);
+    if (!checks.status().ok()) return checks.status();
+    if (Status s = check_device_ready(op, device); !s.ok()) return s;
+
+    const HalideKernelEntry *kernel = nullptr;
+    if (Status s = find_kernel(op, "capsule_predict", chosen_implementation(options, device), device, &kernel);
+        !s.ok()) {
+        return s;
+    }
+    return detail::run_halide(op, kernel->function, device, options, u, W, u_hat);
+}
+
+Status predict_backward(const TensorView &g, const TensorView &u, const TensorView &W, const TensorView &grad_u,
+                        const TensorView &grad_W, const Options &options) {
+    const char *op = "predict_backward";
+    ArgumentChecks checks(op);
+    checks.tensor("g", g, {"batch", "in_caps", "out_caps", "out_dim"});
+    checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
+    checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
+    checks.tensor("grad_u", grad_u, {"batch", "in_caps", "in_dim"});
+    checks.tensor("grad_W", grad_W, {"in_caps", "out_caps", "out_dim", "in_dim"});
+    const Device device = checks.resolve_device(options.device);
+    if (!checks.status().ok()) return checks.status();
+    if (Status s = check_device_ready(op, device); !s.ok()) return s;
+
+    const std::string implementation = chosen_implementation(options, device);
+    const HalideKernelEntry *grad_input = nullptr, *grad_weight = nullptr;
+    if (Status s = find_kernel(op, "capsule_predict_grad_input", implementation, device, &grad_input); !s.ok()) {
+        return s;
+    }
+    if (Status s = find_kernel(op, "capsule_predict_grad_weight", implementation, device, &grad_weight); !s.ok()) {
+        return s;
+    }
+    if (Status s = detail::run_halide(op, grad_input->function, device, options, g, W, grad_u); !s.ok()) return s;
+    return detail::run_halide(op, grad_weight->function, device, options, g, u, grad_W);
+}
+
+std::vector<ImplementationInfo> list_implementations() {
+    std::vector<ImplementationInfo> out;
+    for (const auto &k : detail::halide_kernels()) {
+        const std::string schedule = k.schedule;
+        const std::string generator = k.generator;
+        if (generator == "capsule_predict") {
+            out.push_back({"predict", schedule, k.device, "Halide schedule '" + schedule + "'"});
+        } else if (generator == "capsule_predict_grad_input" &&
+                   find_halide_kernel("capsule_predict_grad_weight", schedule, k.device) != nullptr) {
+            out.push_back({"predict_backward", schedule, k.device, "Halide schedules '" + schedule + "' (grad_u, grad_W)"});
+        }
+    }
+    return out;
+}
+
+}  // namespace halcaps

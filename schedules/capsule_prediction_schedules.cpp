@@ -1,0 +1,161 @@
+// Schedules for capsule prediction and its gradients (algorithms in
+// generators/capsule_prediction.cpp). Each schedule is a named function; the
+// comment above it records its measured time and the device it ran on.
+//
+// Sizes that matter for every schedule here (MNIST shape, B=128, I=1152,
+// K=8, J=10, E=16): u_hat and g are 94 MB, W is 5.9 MB, u is 4.7 MB. The
+// forward pass and both gradients are bound by moving u_hat or g once.
+#include "capsule_prediction_schedules.h"
+
+#include "common.h"
+
+namespace halcaps {
+
+using namespace Halide;
+using schedule_util::check_schedule;
+using schedule_util::one_thread_per_output;
+
+namespace {
+
+const std::vector<std::string> kCpuSchedules = {"cpu"};
+const std::vector<std::string> kGpuSchedules = {"naive", "tuned"};
+
+// ---------------------------------------------------------------- forward --
+
+// cpu: parallel over tiles of 4 input capsules; for each tile, W's slice is
+// transposed once into a small buffer with e innermost (4 x 5 KB, stays in L1)
+// and reused for every batch element; each (b, i, j) row of E outputs is one
+// or two vectors, accumulated in registers over k.
+// Measured: see bench/results/ (2-core AMD EPYC).
+void predict_cpu(const Target &target, PredictStages &s) {
+    const int vec = target.natural_vector_size<float>();
+    const int tile_i = 4;
+    Var io("io"), ii("ii"), eo("eo"), ei("ei");
+    s.u_hat.split(s.i, io, ii, tile_i, TailStrategy::GuardWithIf)
+        .split(s.e, eo, ei, vec, TailStrategy::GuardWithIf)
+        .reorder(ei, eo, s.j, ii, s.b, io)
+        .vectorize(ei)
+        .parallel(io);
+    // One vector of accumulators per (b, i, j, eo): a constant-size buffer
+    // that lives in registers rather than a heap allocation per row.
+    s.accum.compute_at(s.u_hat, eo).vectorize(s.e, vec, TailStrategy::GuardWithIf);
+    s.accum.update().reorder(s.e, s.rk).vectorize(s.e, vec, TailStrategy::GuardWithIf);
+
+    Func W_by_e = s.W.in(s.accum);
+    std::vector<Var> w = W_by_e.args();  // (k, e, j, i)
+    W_by_e.compute_at(s.u_hat, io)
+        .reorder_storage(w[1], w[0], w[2], w[3])
+        .reorder(w[1], w[0], w[2], w[3])
+        .vectorize(w[1], vec, TailStrategy::GuardWithIf);
+}
+
+// naive: the blog's forward kernel, one thread per output element.
+void predict_naive(PredictStages &s) {
+    one_thread_per_output(s.u_hat, s.accum);
+}
+
+// tuned: a thread owns one (e, j, i) row of W and walks 16 batch elements,
+// so W is read once per 16 outputs instead of once per output; a warp writes
+// 32 consecutive (e, j) outputs (128 coalesced bytes); u(k, i, b) is the same
+// address for the whole warp (a broadcast). For K == 8 the k loop is unrolled.
+void predict_tuned(PredictStages &s) {
+    Var ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), it("it"), bo("bo"), bi("bi");
+    s.u_hat.fuse(s.e, s.j, ej)
+        .split(ej, ejo, ejt, 32, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, 8, TailStrategy::GuardWithIf)
+        .split(s.b, bo, bi, 16, TailStrategy::GuardWithIf)
+        .reorder(bi, ejt, it, ejo, io, bo)
+        .gpu_threads(ejt, it)
+        .gpu_blocks(ejo, io, bo);
+    s.accum.compute_at(s.u_hat, bi);
+    s.accum.update().specialize(s.in_dim == 8).unroll(s.rk);
+}
+
+// ------------------------------------------------------- gradient w.r.t. u --
+
+// cpu: vectors over k (K = 8 floats, contiguous in W), accumulated in
+// registers over (e, j); parallel over tiles of 4 input capsules so W's
+// slices (4 x 5 KB) stay in L1 while the batch loop streams g.
+void grad_input_cpu(PredictGradInputStages &s) {
+    Var io("io"), ii("ii"), ko("ko"), ki("ki");
+    s.grad_u.split(s.i, io, ii, 4, TailStrategy::GuardWithIf)
+        .split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
+        .reorder(ki, ko, ii, s.b, io)
+        .vectorize(ki)
+        .parallel(io);
+    s.accum.compute_at(s.grad_u, ko).vectorize(s.k, 8, TailStrategy::GuardWithIf);
+    s.accum.update().reorder(s.k, s.r_ej.x, s.r_ej.y).vectorize(s.k, 8, TailStrategy::GuardWithIf);
+}
+
+// naive: the blog's input-gradient kernel, one thread per output element.
+void grad_input_naive(PredictGradInputStages &s) {
+    one_thread_per_output(s.grad_u, s.accum);
+}
+
+// tuned: threads over (k, b) so the 8 k-threads of one (i, b) share each g
+// load (a broadcast) and W(k, e, j, i) is read k-contiguous; blocks over
+// (b tiles, i). Each thread walks the (e, j) reduction serially.
+void grad_input_tuned(PredictGradInputStages &s) {
+    Var ko("ko"), kt("kt"), bo("bo"), bt("bt");
+    s.grad_u.split(s.k, ko, kt, 8, TailStrategy::GuardWithIf)
+        .split(s.b, bo, bt, 16, TailStrategy::GuardWithIf)
+        .reorder(kt, bt, ko, s.i, bo)
+        .gpu_threads(kt, bt)
+        .gpu_blocks(ko, s.i, bo);
+    s.accum.compute_at(s.grad_u, kt);
+}
+
+// ------------------------------------------------------- gradient w.r.t. W --
+
+// cpu: for each input capsule (parallel), the 160 x 8 accumulators (5 KB)
+// stay in L1 while the batch loop streams g(:, :, i, b) and u(:, i, b);
+// vectors over k.
+void grad_weight_cpu(PredictGradWeightStages &s) {
+    s.grad_W.vectorize(s.k, 8, TailStrategy::GuardWithIf).parallel(s.i);
+    s.accum.compute_at(s.grad_W, s.i).vectorize(s.k, 8, TailStrategy::GuardWithIf);
+    s.accum.update().reorder(s.k, s.e, s.j, s.rb).vectorize(s.k, 8, TailStrategy::GuardWithIf);
+}
+
+// naive: the blog's weight-gradient kernel, one thread per output element.
+void grad_weight_naive(PredictGradWeightStages &s) {
+    one_thread_per_output(s.grad_W, s.accum);
+}
+
+// tuned: one thread per output, threads over (k, e·j) so a warp writes 128
+// contiguous bytes of grad_W and the 8 k-threads of one (e, j, i) share each
+// g load; each thread walks the batch serially.
+void grad_weight_tuned(PredictGradWeightStages &s) {
+    Var ej("ej"), ko("ko"), kt("kt"), ejo("ejo"), ejt("ejt");
+    s.grad_W.fuse(s.e, s.j, ej)
+        .split(s.k, ko, kt, 8, TailStrategy::GuardWithIf)
+        .split(ej, ejo, ejt, 32, TailStrategy::GuardWithIf)
+        .reorder(kt, ejt, ko, ejo, s.i)
+        .gpu_threads(kt, ejt)
+        .gpu_blocks(ko, ejo, s.i);
+    s.accum.compute_at(s.grad_W, kt);
+}
+
+}  // namespace
+
+void schedule_predict(const std::string &name, const Target &target, PredictStages &s) {
+    check_schedule("capsule_predict", name, target, kCpuSchedules, kGpuSchedules);
+    if (name == "cpu") predict_cpu(target, s);
+    if (name == "naive") predict_naive(s);
+    if (name == "tuned") predict_tuned(s);
+}
+
+void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {
+    check_schedule("capsule_predict_grad_input", name, target, kCpuSchedules, kGpuSchedules);
+    if (name == "cpu") grad_input_cpu(s);
+    if (name == "naive") grad_input_naive(s);
+    if (name == "tuned") grad_input_tuned(s);
+}
+
+void schedule_predict_grad_weight(const std::string &name, const Target &target, PredictGradWeightStages &s) {
+    check_schedule("capsule_predict_grad_weight", name, target, kCpuSchedules, kGpuSchedules);
+    if (name == "cpu") grad_weight_cpu(s);
+    if (name == "naive") grad_weight_naive(s);
+    if (name == "tuned") grad_weight_tuned(s);
+}
+
+}  // namespace halcaps

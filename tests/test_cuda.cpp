@@ -1,0 +1,135 @@
+// Every CUDA implementation against the float64 reference, with host tensors
+// (copied by the runtime) and with device tensors on the caller's stream.
+// Without a CUDA device the whole program reports "skipped" to ctest (exit
+// code 77, SKIP_RETURN_CODE), never "passed".
+#define CATCH_CONFIG_RUNNER
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "test_support.h"
+
+using namespace halcaps;
+using namespace halcaps::testing;
+
+namespace {
+
+void cuda_ok(cudaError_t err) {
+    INFO(cudaGetErrorString(err));
+    REQUIRE(err == cudaSuccess);
+}
+
+// Device copy of a host vector; NaN-poisoned when `poison` is set.
+struct DeviceTensor {
+    float *data = nullptr;
+    size_t count = 0;
+
+    DeviceTensor(const std::vector<float> &host, bool poison) : count(host.size()) {
+        cuda_ok(cudaMalloc(&data, count * sizeof(float)));
+        if (poison) {
+            cuda_ok(cudaMemset(data, 0xFF, count * sizeof(float)));  // all-ones bytes: NaN
+        } else {
+            cuda_ok(cudaMemcpy(data, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+        }
+    }
+    ~DeviceTensor() { cudaFree(data); }
+    std::vector<float> download() const {
+        std::vector<float> host(count);
+        cuda_ok(cudaMemcpy(host.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost));
+        return host;
+    }
+    TensorView view(std::vector<int64_t> shape) const {
+        TensorView v;
+        v.data = data;
+        v.shape = std::move(shape);
+        v.space = MemorySpace::cuda;
+        return v;
+    }
+};
+
+std::vector<std::string> cuda_implementations() {
+    auto names = implementations_for("predict", Device::cuda);
+    REQUIRE(!names.empty());
+    REQUIRE(names == implementations_for("predict_backward", Device::cuda));
+    return names;
+}
+
+Options cuda_options(const std::string &implementation, cudaStream_t stream = nullptr) {
+    Options options;
+    options.device = Device::cuda;
+    options.implementation = implementation;
+    options.cuda_stream = stream;
+    return options;
+}
+
+// predict and predict_backward on device tensors, queued on `stream`.
+void check_on_device(const reference::PredictShape &shape, const std::string &implementation, cudaStream_t stream) {
+    PredictProblem p(shape);
+    INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << implementation);
+    DeviceTensor u(p.u, false), W(p.W, false), g(p.g, false);
+    DeviceTensor u_hat(p.u_hat, true), grad_u(p.grad_u, true), grad_W(p.grad_W, true);
+    const Options options = cuda_options(implementation, stream);
+
+    Status s = predict(u.view(p.u_shape()), W.view(p.W_shape()), u_hat.view(p.u_hat_shape()), options);
+    INFO(s.message);
+    REQUIRE(s.ok());
+    s = predict_backward(g.view(p.u_hat_shape()), u.view(p.u_shape()), W.view(p.W_shape()),
+                         grad_u.view(p.u_shape()), grad_W.view(p.W_shape()), options);
+    INFO(s.message);
+    REQUIRE(s.ok());
+    cuda_ok(cudaStreamSynchronize(stream));
+    require_matches("u_hat", u_hat.download(), reference::predict_f64(p.s, p.u.data(), p.W.data()), shape.in_dim);
+    require_matches("grad_u", grad_u.download(), reference::predict_grad_input_f64(p.s, p.g.data(), p.W.data()),
+                    shape.out_caps * shape.out_dim);
+    require_matches("grad_W", grad_W.download(), reference::predict_grad_weight_f64(p.s, p.g.data(), p.u.data()),
+                    shape.batch);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: blog grid with host tensors", "[cuda][grid]") {
+    for (const auto &name : cuda_implementations()) {
+        for (const auto &shape : blog_grid_shapes()) check_predict_both_ways(shape, cuda_options(name));
+    }
+}
+
+TEST_CASE("cuda: odd sizes with host tensors", "[cuda][odd]") {
+    for (const auto &name : cuda_implementations()) {
+        for (const auto &shape : odd_shapes()) check_predict_both_ways(shape, cuda_options(name));
+    }
+}
+
+TEST_CASE("cuda: MNIST shape and odd sizes with device tensors on the default stream", "[cuda][device]") {
+    for (const auto &name : cuda_implementations()) {
+        check_on_device(mnist_shape(), name, nullptr);
+        check_on_device({3, 7, 5, 11, 13}, name, nullptr);
+    }
+}
+
+TEST_CASE("cuda: device tensors on the caller's own stream", "[cuda][stream]") {
+    cudaStream_t stream = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (const auto &name : cuda_implementations()) {
+        check_on_device({128, 1152, 8, 10, 16}, name, stream);
+        check_on_device({1, 1, 1, 1, 1}, name, stream);
+    }
+    cuda_ok(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("cuda: device tensors are refused for the cpu device", "[cuda][errors]") {
+    PredictProblem p({2, 3, 4, 5, 6});
+    DeviceTensor u(p.u, false), W(p.W, false), u_hat(p.u_hat, true);
+    Options options;
+    options.device = Device::cpu;
+    const Status s = predict(u.view(p.u_shape()), W.view(p.W_shape()), u_hat.view(p.u_hat_shape()), options);
+    REQUIRE(s.code == StatusCode::wrong_memory_space);
+}
+
+int main(int argc, char **argv) {
+    if (!cuda_device_available()) {
+        std::printf("SKIPPED: no CUDA device is present; the CUDA tests did not run\n");
+        return 77;
+    }
+    std::printf("CUDA device: %s\n", cuda_device_name().c_str());
+    return Catch::Session().run(argc, argv);
+}
