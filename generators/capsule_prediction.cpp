@@ -49,7 +49,11 @@ public:
 
         s.accum = Func("u_hat_accum");
         s.accum(s.e, s.j, s.i, s.b) = 0.0f;
-        s.accum(s.e, s.j, s.i, s.b) += W(s.rk, s.e, s.j, s.i) * u(s.rk, s.i, s.b);
+        // The batch index is clamped: an identity on every element of u_hat,
+        // it lets a schedule compute whole batch tiles past the last element
+        // (and discard them) without reading outside u.
+        Expr b_in_u = clamp(s.b, 0, u.dim(2).extent() - 1);
+        s.accum(s.e, s.j, s.i, s.b) += W(s.rk, s.e, s.j, s.i) * u(s.rk, s.i, b_in_u);
         u_hat(s.e, s.j, s.i, s.b) = s.accum(s.e, s.j, s.i, s.b);
         s.u_hat = u_hat;
 

@@ -54,21 +54,33 @@ void predict_naive(PredictStages &s) {
     one_thread_per_output(s.u_hat, s.accum);
 }
 
-// tuned: a thread owns one (e, j, i) row of W and walks 16 batch elements,
-// so W is read once per 16 outputs instead of once per output; a warp writes
-// 32 consecutive (e, j) outputs (128 coalesced bytes); u(k, i, b) is the same
-// address for the whole warp (a broadcast). For K == 8 the k loop is unrolled.
+// tuned: a thread owns one (e, j, i) output row across 16 batch elements,
+// held as 16 accumulators in registers. For each k it loads W(k, e, j, i)
+// once and u(k, i, b) for its 16 b (the same address for the whole warp, a
+// broadcast), so W is read once per 16 outputs. A warp writes 32 consecutive
+// (e, j) outputs (128 coalesced bytes) per b. Tails (B not a multiple of 16,
+// E*J not of 32, I not of 4) are guarded when stored.
 void predict_tuned(PredictStages &s) {
     Var ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), it("it"), bo("bo"), bi("bi");
     s.u_hat.fuse(s.e, s.j, ej)
         .split(ej, ejo, ejt, 32, TailStrategy::GuardWithIf)
-        .split(s.i, io, it, 8, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, 4, TailStrategy::GuardWithIf)
         .split(s.b, bo, bi, 16, TailStrategy::GuardWithIf)
         .reorder(bi, ejt, it, ejo, io, bo)
         .gpu_threads(ejt, it)
-        .gpu_blocks(ejo, io, bo);
-    s.accum.compute_at(s.u_hat, bi);
-    s.accum.update().specialize(s.in_dim == 8).unroll(s.rk);
+        .gpu_blocks(ejo, io, bo)
+        .unroll(bi);
+    // 16 accumulators per thread, in registers. Their extents are stated
+    // because bounds inference cannot see through the fused (e, j) index; at
+    // a batch tail the extra lanes read a clamped u and are never stored.
+    s.accum.compute_at(s.u_hat, ejt)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.e, 1)
+        .bound_extent(s.j, 1)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, 16)
+        .unroll(s.b);
+    s.accum.update().reorder(s.b, s.rk).unroll(s.b);
 }
 
 // ------------------------------------------------------- gradient w.r.t. u --

@@ -28,20 +28,23 @@ inline void check_schedule(const std::string &op, const std::string &name, const
 }
 
 // The blog's kernels: one GPU thread per output element, 1024 threads a
-// block (TensorFlow 1.x's launch configuration). Halide has no grid-stride
-// loop, so the grid simply covers every output once.
+// block (TensorFlow 1.x's launch configuration), no reuse between threads.
+// The blog flattens the whole output into one index; here the two innermost
+// dimensions are fused and tiled 64 wide, the third tiled 16 wide (Halide's
+// bounds inference loses the per-thread point through a deeper fusion of
+// run-time extents), and any fourth dimension is a block dimension.
 inline void one_thread_per_output(Halide::Func output, Halide::Func accum) {
     using namespace Halide;
     std::vector<Var> dims = output.args();
-    Var fused = dims[0];
-    for (size_t d = 1; d < dims.size(); d++) {
-        Var next(fused.name() + "_" + dims[d].name());
-        output.fuse(fused, dims[d], next);
-        fused = next;
-    }
-    Var block("block"), thread("thread");
-    output.gpu_tile(fused, block, thread, 1024, TailStrategy::GuardWithIf);
-    accum.compute_at(output, thread);
+    Var inner("inner"), inner_block("inner_block"), inner_thread("inner_thread");
+    Var middle_block("middle_block"), middle_thread("middle_thread");
+    output.fuse(dims[0], dims[1], inner)
+        .gpu_tile(inner, dims[2], inner_block, middle_block, inner_thread, middle_thread, 64, 16,
+                  TailStrategy::GuardWithIf);
+    if (dims.size() == 4) output.gpu_blocks(dims[3]);
+    // Each thread's accumulator is one float in a register.
+    accum.compute_at(output, inner_thread).store_in(MemoryType::Register);
+    for (const Var &v : accum.args()) accum.bound_extent(v, 1);
 }
 
 }  // namespace halcaps::schedule_util
