@@ -44,8 +44,7 @@ public:
         s.u = u;
         s.W = W;
         s.e = Var("e"), s.j = Var("j"), s.i = Var("i"), s.b = Var("b");
-        s.in_dim = u.dim(0).extent();
-        s.rk = RDom(0, s.in_dim, "rk");
+        s.rk = RDom(0, u.dim(0).extent(), "rk");
 
         s.accum = Func("u_hat_accum");
         s.accum(s.e, s.j, s.i, s.b) = 0.0f;
@@ -81,7 +80,6 @@ public:
         s.g = g;
         s.W = W;
         s.k = Var("k"), s.i = Var("i"), s.b = Var("b");
-        s.in_dim = W.dim(0).extent();
         s.r_ej = RDom(0, g.dim(0).extent(), 0, g.dim(1).extent(), "r_ej");
 
         s.accum = Func("grad_u_accum");
@@ -114,7 +112,6 @@ public:
         s.g = g;
         s.u = u;
         s.k = Var("k"), s.e = Var("e"), s.j = Var("j"), s.i = Var("i");
-        s.in_dim = u.dim(0).extent();
         s.rb = RDom(0, g.dim(3).extent(), "rb");
 
         s.accum = Func("grad_W_accum");

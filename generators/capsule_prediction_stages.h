@@ -14,8 +14,7 @@ struct PredictStages {
     Halide::Func accum;     // (e, j, i, b): pure init 0, update += over rk
     Halide::Func u_hat;     // output (e, j, i, b)
     Halide::Var e, j, i, b;
-    Halide::RDom rk;        // over in_dim
-    Halide::Expr in_dim;    // K, read from u's extent
+    Halide::RDom rk;        // over in_dim (K, u's innermost extent)
 };
 
 // grad_u(k, i, b) = sum_{j,e} g(e, j, i, b) * W(k, e, j, i)
@@ -26,7 +25,6 @@ struct PredictGradInputStages {
     Halide::Func grad_u;    // output (k, i, b)
     Halide::Var k, i, b;
     Halide::RDom r_ej;      // r_ej.x over out_dim (e), r_ej.y over out_caps (j)
-    Halide::Expr in_dim;    // K, read from W's extent
 };
 
 // grad_W(k, e, j, i) = sum_b g(e, j, i, b) * u(k, i, b)
@@ -37,7 +35,6 @@ struct PredictGradWeightStages {
     Halide::Func grad_W;    // output (k, e, j, i)
     Halide::Var k, e, j, i;
     Halide::RDom rb;        // over batch
-    Halide::Expr in_dim;    // K, read from u's extent
 };
 
 }  // namespace halcaps
