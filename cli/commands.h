@@ -2,11 +2,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace halcaps::cli {
 
 // `halcaps predict`: capsule prediction forward (and --backward), checked and timed.
 void add_predict_command(CLI::App &app);
+// `halcaps bench`: every implementation side by side on standard shapes;
+// `command_line` is recorded in the JSON and Markdown it writes.
+void add_bench_command(CLI::App &app, const std::string &command_line);
 // `halcaps info`: the build, the device and every implementation.
 void add_info_command(CLI::App &app);
 

@@ -2,6 +2,7 @@
 // them against the float64 reference and time them.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -12,6 +13,9 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
     halcaps::cli::add_info_command(app);
     halcaps::cli::add_predict_command(app);
+    std::string command_line = "halcaps";
+    for (int n = 1; n < argc; n++) command_line += std::string(" ") + argv[n];
+    halcaps::cli::add_bench_command(app, command_line);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {

@@ -10,6 +10,9 @@ set_property(TARGET halcaps_halide_runtime PROPERTY INTERFACE_LINK_LIBRARIES
              "$<BUILD_INTERFACE:Halide::Runtime>;Threads::Threads;${CMAKE_DL_LIBS}")
 
 get_property(halcaps_kernel_libraries GLOBAL PROPERTY HALCAPS_KERNEL_LIBRARIES)
+if (TARGET halcaps_cuda_kernels)
+    list(APPEND halcaps_kernel_libraries halcaps_cuda_kernels)
+endif ()
 install(TARGETS halcaps ${halcaps_kernel_libraries} halcaps_halide_runtime
         EXPORT halcapsTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -11,6 +11,9 @@ namespace halcaps {
 struct PredictStages {
     Halide::Func u;         // input (k, i, b)
     Halide::Func W;         // input (k, e, j, i)
+    Halide::Func u_in;      // (k, i, b): u with b clamped to [0, B): equal to u
+                            // inside it, defined past the batch edge so that a
+                            // schedule may compute whole batch tiles there
     Halide::Func accum;     // (e, j, i, b): pure init 0, update += over rk
     Halide::Func u_hat;     // output (e, j, i, b)
     Halide::Var e, j, i, b;

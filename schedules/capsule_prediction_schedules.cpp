@@ -18,7 +18,7 @@ using schedule_util::one_thread_per_output;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuSchedules = {"naive", "tuned"};
+const std::vector<std::string> kGpuSchedules = {"naive", "tuned", "x_su16", "x_su32", "x_suw16", "x_sw16", "x_b32", "x_su16v", "x_suw32"};
 
 // ---------------------------------------------------------------- forward --
 
@@ -57,38 +57,89 @@ void predict_naive(PredictStages &s) {
     one_thread_per_output(s.u_hat, s.accum);
 }
 
-// tuned: a thread owns one (e, j, i) output row across 16 batch elements,
-// held as 16 accumulators in registers. For each k it loads W(k, e, j, i)
-// once and u(k, i, b) for its 16 b (the same address for the whole warp, a
-// broadcast), so W is read once per 16 outputs. A warp writes 32 consecutive
-// (e, j) outputs (128 coalesced bytes) per b. Tails (B not a multiple of 16,
-// E*J not of 32, I not of 4) are guarded when stored.
-// Measured 2026-11-21, MNIST b128, NVIDIA H200: 83.5 us, 29.5% of the copy
-// bandwidth over the bytes floor, 3.1x the naive schedule (b512: 311 us).
-// Still short of the 5x goal: each thread issues 16 scalar u loads per k and
-// one uncoalesced W load; vector loads of u and shared-memory staging are next.
-void predict_tuned(PredictStages &s) {
+// The knobs of the register-blocked GPU forward schedule.
+struct PredictGpuTiling {
+    int ej_threads = 32;    // threads along the fused (e, j) output row (x)
+    int i_threads = 4;      // threads along input capsules (y)
+    int batch_tile = 16;    // batch elements per thread, one register accumulator each
+    bool stage_u = false;   // stage the block's tile of u in shared memory (vector reads)
+    bool stage_W = false;   // stage the block's slice of W in shared memory
+    bool vector_u = false;  // with stage_u: vectorize the accumulators by 4 over b
+};
+
+// A thread owns one (e, j, i) output row across `batch_tile` batch elements,
+// held as accumulators in registers. For each k it reads W(k, e, j, i) once
+// and u(k, i, b) for its batch tile (the same address for the whole warp, a
+// broadcast), so W is read once per batch tile. A warp writes ej_threads
+// consecutive (e, j) outputs (coalesced) per b. Tails (B not a multiple of
+// the batch tile, E*J not of ej_threads, I not of i_threads) are guarded when
+// stored; at a batch tail the extra accumulators read a clamped u (u_in) and
+// are never stored.
+void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
     Var ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), it("it"), bo("bo"), bi("bi");
     s.u_hat.fuse(s.e, s.j, ej)
-        .split(ej, ejo, ejt, 32, TailStrategy::GuardWithIf)
-        .split(s.i, io, it, 4, TailStrategy::GuardWithIf)
-        .split(s.b, bo, bi, 16, TailStrategy::GuardWithIf)
+        .split(ej, ejo, ejt, t.ej_threads, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, t.i_threads, TailStrategy::GuardWithIf)
+        .split(s.b, bo, bi, t.batch_tile, TailStrategy::GuardWithIf)
         .reorder(bi, ejt, it, ejo, io, bo)
         .gpu_threads(ejt, it)
         .gpu_blocks(ejo, io, bo)
         .unroll(bi);
-    // 16 accumulators per thread, in registers. Their extents are stated
-    // because bounds inference cannot see through the fused (e, j) index; at
-    // a batch tail the extra lanes read a clamped u and are never stored.
+    // The accumulators' extents are stated because bounds inference cannot
+    // see through the fused (e, j) index.
     s.accum.compute_at(s.u_hat, ejt)
         .store_in(MemoryType::Register)
         .bound_extent(s.e, 1)
         .bound_extent(s.j, 1)
         .bound_extent(s.i, 1)
-        .bound_extent(s.b, 16)
+        .bound_extent(s.b, t.batch_tile)
         .unroll(s.b);
     s.accum.update().reorder(s.b, s.rk).unroll(s.b);
+
+    const int threads = t.ej_threads * t.i_threads;
+    if (t.stage_u) {
+        // The block's u tile (K x i_threads x batch_tile floats) is copied to
+        // shared memory once, batch innermost, so each thread reads four
+        // batch elements of one k with a single 16-byte shared load.
+        std::vector<Var> a = s.u_in.args();  // (k, i, b)
+        Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
+        s.u_in.compute_at(s.u_hat, ejo)
+            .store_in(MemoryType::GPUShared)
+            .bound_extent(a[2], t.batch_tile)
+            .align_bounds(a[2], 4)
+            .reorder_storage(a[2], a[0], a[1])
+            .fuse(a[0], a[1], flat)
+            .fuse(flat, a[2], flat)
+            .split(flat, flat_o, flat_i, threads, TailStrategy::GuardWithIf)
+            .split(flat_i, ty, tx, t.ej_threads)
+            .gpu_threads(tx, ty);
+        if (t.vector_u) s.accum.update().vectorize(s.b, 4);
+    }
+    if (t.stage_W) {
+        // The block's slice of W, stored e innermost so that the lanes of a
+        // warp (consecutive e, then j) read consecutive banks.
+        Func W_tile = s.W.in(s.accum);
+        std::vector<Var> a = W_tile.args();  // (k, e, j, i)
+        Var flat("W_flat"), flat_o("W_flat_o"), flat_i("W_flat_i"), tx("W_tx"), ty("W_ty");
+        W_tile.compute_at(s.u_hat, ejo)
+            .store_in(MemoryType::GPUShared)
+            .reorder_storage(a[1], a[2], a[0], a[3])
+            .fuse(a[0], a[1], flat)
+            .fuse(flat, a[2], flat)
+            .fuse(flat, a[3], flat)
+            .split(flat, flat_o, flat_i, threads, TailStrategy::GuardWithIf)
+            .split(flat_i, ty, tx, t.ej_threads)
+            .gpu_threads(tx, ty);
+    }
 }
+
+// tuned: predict_gpu_tiled with a 16-element batch tile, nothing staged.
+// Measured 2026-11-21, MNIST b128, NVIDIA H200: 83.5 us, 29.5% of the copy
+// bandwidth over the bytes floor, 3.1x the naive schedule (b512: 311 us).
+// ncu: 51% issue slots busy at 2.1 IPC, 50% occupancy (64 registers): the
+// kernel is bound by issuing ~6 instructions per FMA (a scalar u load and
+// its address per FMA), not by memory.
+void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {}); }
 
 // ------------------------------------------------------- gradient w.r.t. u --
 
@@ -166,6 +217,13 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
     if (name == "cpu") predict_cpu(target, s);
     if (name == "naive") predict_naive(s);
     if (name == "tuned") predict_tuned(s);
+    if (name == "x_su16") predict_gpu_tiled(s, {32, 4, 16, true, false});
+    if (name == "x_su32") predict_gpu_tiled(s, {32, 4, 32, true, false});
+    if (name == "x_suw16") predict_gpu_tiled(s, {32, 4, 16, true, true});
+    if (name == "x_sw16") predict_gpu_tiled(s, {32, 4, 16, false, true});
+    if (name == "x_b32") predict_gpu_tiled(s, {32, 4, 32, false, false});
+    if (name == "x_su16v") predict_gpu_tiled(s, {32, 4, 16, true, false, true});
+    if (name == "x_suw32") predict_gpu_tiled(s, {32, 4, 32, true, true});
 }
 
 void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {

@@ -2,6 +2,7 @@
 // implementation choice, then the Halide kernels.
 #include "argument_checks.h"
 #include "halide_call.h"
+#include "hand_cuda.h"
 #include "kernel_registry.h"
 
 namespace halcaps {
@@ -24,13 +25,22 @@ Status check_device_ready(const char *op, Device device) {
     return Status::success();
 }
 
+// Every implementation name of `op` for `device`, for error messages.
+std::string implementation_names(const std::string &op, Device device) {
+    std::string out;
+    for (const auto &info : list_implementations()) {
+        if (info.op == op && info.device == device) out += (out.empty() ? "" : ", ") + info.implementation;
+    }
+    return out.empty() ? "none" : out;
+}
+
 Status find_kernel(const char *op, const char *generator, const std::string &implementation, Device device,
                    const HalideKernelEntry **kernel) {
     *kernel = find_halide_kernel(generator, implementation, device);
     if (*kernel == nullptr) {
         return {StatusCode::unknown_implementation,
                 std::string(op) + ": no implementation named '" + implementation + "' for device " +
-                    device_name(device) + "; available: " + detail::halide_schedule_names(generator, device)};
+                    device_name(device) + "; available: " + implementation_names(op, device)};
     }
     return Status::success();
 }
@@ -53,11 +63,12 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_device_ready(op, device); !s.ok()) return s;
 
-    const HalideKernelEntry *kernel = nullptr;
-    if (Status s = find_kernel(op, "capsule_predict", chosen_implementation(options, device), device, &kernel);
-        !s.ok()) {
-        return s;
+    const std::string implementation = chosen_implementation(options, device);
+    if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
+        return detail::run_hand_cuda_predict(implementation, u, W, u_hat, options);
     }
+    const HalideKernelEntry *kernel = nullptr;
+    if (Status s = find_kernel(op, "capsule_predict", implementation, device, &kernel); !s.ok()) return s;
     return detail::run_halide(op, kernel->function, device, options, u, W, u_hat);
 }
 
@@ -75,6 +86,9 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     if (Status s = check_device_ready(op, device); !s.ok()) return s;
 
     const std::string implementation = chosen_implementation(options, device);
+    if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
+        return detail::run_hand_cuda_predict_backward(implementation, g, u, W, grad_u, grad_W, options);
+    }
     const HalideKernelEntry *grad_input = nullptr, *grad_weight = nullptr;
     if (Status s = find_kernel(op, "capsule_predict_grad_input", implementation, device, &grad_input); !s.ok()) {
         return s;
@@ -97,6 +111,9 @@ std::vector<ImplementationInfo> list_implementations() {
                    find_halide_kernel("capsule_predict_grad_weight", schedule, k.device) != nullptr) {
             out.push_back({"predict_backward", schedule, k.device, "Halide schedules '" + schedule + "' (grad_u, grad_W)"});
         }
+    }
+    for (const auto &h : detail::hand_cuda_implementations()) {
+        out.push_back({h.op, h.implementation, Device::cuda, h.description});
     }
     return out;
 }

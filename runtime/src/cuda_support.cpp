@@ -16,19 +16,23 @@ namespace {
 // The driver API is reached through the runtime's entry-point lookup rather
 // than by linking libcuda, so binaries still start on machines without a GPU
 // driver (CI) and report "no CUDA device" instead of failing to load.
+template <typename Function>
+Function driver_entry_point(const char *name) {
+    void *symbol = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion(name, &symbol, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+        return nullptr;
+    }
+    return reinterpret_cast<Function>(symbol);
+}
+
 using CtxGetCurrent = CUresult (*)(CUcontext *);
+using CtxPushCurrent = CUresult (*)(CUcontext);
+using CtxPopCurrent = CUresult (*)(CUcontext *);
 
 CtxGetCurrent driver_ctx_get_current() {
-    static CtxGetCurrent fn = [] {
-        void *symbol = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &symbol, 12000, cudaEnableDefault, &found) !=
-                cudaSuccess ||
-            found != cudaDriverEntryPointSuccess) {
-            return static_cast<CtxGetCurrent>(nullptr);
-        }
-        return reinterpret_cast<CtxGetCurrent>(symbol);
-    }();
+    static const auto fn = driver_entry_point<CtxGetCurrent>("cuCtxGetCurrent");
     return fn;
 }
 
@@ -63,6 +67,27 @@ Status resolve_cuda_context(const Options &options, void **context) {
         return Status::success();
     }
     return current_or_primary_context(context);
+}
+
+ScopedCudaContext::ScopedCudaContext(const Options &options) {
+    if (options.cuda_context == nullptr) return;
+    static const auto push = driver_entry_point<CtxPushCurrent>("cuCtxPushCurrent");
+    if (push == nullptr) {
+        status_ = {StatusCode::device_unavailable, "cannot reach the CUDA driver (cuCtxPushCurrent not found)"};
+        return;
+    }
+    if (push(static_cast<CUcontext>(options.cuda_context)) != CUDA_SUCCESS) {
+        status_ = {StatusCode::cuda_error, "options.cuda_context could not be made current (cuCtxPushCurrent failed)"};
+        return;
+    }
+    pushed_ = true;
+}
+
+ScopedCudaContext::~ScopedCudaContext() {
+    if (!pushed_) return;
+    static const auto pop = driver_entry_point<CtxPopCurrent>("cuCtxPopCurrent");
+    CUcontext popped = nullptr;
+    if (pop != nullptr) pop(&popped);
 }
 
 const halide_device_interface_t *cuda_device_interface() { return halide_cuda_device_interface(); }
@@ -128,6 +153,8 @@ namespace halcaps::detail {
 Status resolve_cuda_context(const Options &, void **) {
     return {StatusCode::device_unavailable, "this build of halcaps has no CUDA support"};
 }
+ScopedCudaContext::ScopedCudaContext(const Options &) {}
+ScopedCudaContext::~ScopedCudaContext() {}
 const halide_device_interface_t *cuda_device_interface() { return nullptr; }
 int wrap_device_pointer(void *, halide_buffer_t *, void *) { return -1; }
 int detach_device_pointer(void *, halide_buffer_t *) { return -1; }

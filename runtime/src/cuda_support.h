@@ -11,6 +11,23 @@ namespace halcaps::detail {
 // else the calling thread's current context, else device 0's primary context.
 Status resolve_cuda_context(const Options &options, void **context);
 
+// Makes options.cuda_context (when set) current on the calling thread for the
+// object's lifetime, for code that goes through the CUDA runtime API (the
+// hand-written kernels, cuBLAS). Without a context in the options it does
+// nothing: the runtime API then uses the thread's current or primary context.
+class ScopedCudaContext {
+public:
+    explicit ScopedCudaContext(const Options &options);
+    ~ScopedCudaContext();
+    ScopedCudaContext(const ScopedCudaContext &) = delete;
+    ScopedCudaContext &operator=(const ScopedCudaContext &) = delete;
+    const Status &status() const { return status_; }
+
+private:
+    bool pushed_ = false;
+    Status status_;
+};
+
 // Halide's CUDA device interface (null when the build has no CUDA).
 const halide_device_interface_t *cuda_device_interface();
 

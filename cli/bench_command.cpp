@@ -1,0 +1,471 @@
+// `halcaps bench`: every implementation of capsule prediction (forward and
+// both gradients) on a set of shapes, side by side: Halide schedules,
+// hand-written CUDA, cuBLAS, and on the CPU the naive OpenMP loops. Each
+// implementation is first checked against the float64 reference on fresh
+// random inputs with NaN-poisoned outputs, then timed (median after warm-up)
+// with its inputs rotated among enough copies to exceed the last-level cache.
+// Writes a terminal table, and optionally JSON (bench/plot_bench.py draws it)
+// and Markdown.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "capsule_prediction_reference.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "compare.h"
+#include "runtime/src/hand_cuda.h"
+
+#if HALCAPS_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace halcaps::cli {
+
+namespace {
+
+struct BenchShape {
+    std::string name;
+    reference::PredictShape s;  // B, I, K, J, E
+};
+
+// The standard shapes of the capsule prediction benchmark.
+const std::vector<BenchShape> kStandardShapes = {
+    {"mnist_b128", {128, 1152, 8, 10, 16}},
+    {"mnist_b512", {512, 1152, 8, 10, 16}},
+    {"wide_b32", {32, 2048, 16, 32, 16}},
+};
+
+struct BenchArgs {
+    std::string device = "auto";
+    std::string ops = "all";
+    std::vector<std::string> shapes = {"mnist_b128", "mnist_b512", "wide_b32"};
+    std::vector<std::string> implementations;  // empty: all
+    int warmup = 5, repeats = 30;
+    uint64_t seed = 0;
+    std::string json_path, markdown_path;
+    std::string command_line;
+};
+
+struct Row {
+    std::string op, shape, implementation, family;
+    reference::PredictShape dims{};
+    bool valid = false;
+    double max_abs_error = 0, rel_l2_error = 0;
+    double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0, speedup_vs_naive = 0;
+    double floor_bytes = 0, floor_us = 0;
+    std::string check_summary;
+};
+
+BenchShape parse_shape(const std::string &text) {
+    for (const auto &s : kStandardShapes) {
+        if (s.name == text) return s;
+    }
+    // B:I:K:J:E
+    std::vector<int64_t> v;
+    std::stringstream in(text);
+    std::string part;
+    while (std::getline(in, part, ':')) {
+        try {
+            size_t used = 0;
+            v.push_back(std::stoll(part, &used));
+            if (used != part.size()) v.clear();
+        } catch (...) {
+            v.clear();
+            break;
+        }
+    }
+    if (v.size() != 5 || *std::min_element(v.begin(), v.end()) < 1) {
+        throw UsageError{"--shapes: '" + text + "' is neither a standard shape (mnist_b128, mnist_b512, wide_b32) " +
+                         "nor B:I:K:J:E with positive extents"};
+    }
+    return {text, {v[0], v[1], v[2], v[3], v[4]}};
+}
+
+std::string family_of(const std::string &implementation, Device device) {
+    if (implementation == "naive-openmp") return "cpu_baseline";
+    if (implementation.rfind("cublas", 0) == 0) return "cublas";
+    if (device == Device::cuda && implementation.rfind("cuda_", 0) == 0) return "cuda";
+    return "halide";
+}
+
+// The naive implementation that speed-ups are measured against.
+std::string naive_name(Device device) { return device == Device::cuda ? "cuda_blog_naive" : "naive-openmp"; }
+
+bool wanted(const BenchArgs &a, const std::string &implementation) {
+    return a.implementations.empty() ||
+           std::find(a.implementations.begin(), a.implementations.end(), implementation) !=
+               a.implementations.end();
+}
+
+std::vector<std::string> implementations_of(const std::string &op, Device device, const BenchArgs &a) {
+    std::vector<std::string> names;
+    for (const auto &info : list_implementations()) {
+        if (info.op == op && info.device == device && wanted(a, info.implementation)) {
+            names.push_back(info.implementation);
+        }
+    }
+    return names;
+}
+
+// How many copies of the inputs make their total exceed the last-level cache
+// twice over, so that timed calls do not find their inputs cached.
+int rotation_sets(Device device, double input_bytes) {
+    double cache_bytes = 64.0 * 1024 * 1024;  // CPU: a generous last-level cache
+#if HALCAPS_WITH_CUDA
+    if (device == Device::cuda) {
+        int device_id = 0, l2 = 0;
+        cudaGetDevice(&device_id);
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_id);
+        cache_bytes = l2;
+    }
+#endif
+    return std::clamp(static_cast<int>(std::ceil(2.0 * cache_bytes / input_bytes)), 1, 16);
+}
+
+// `sets` copies of the same input data (for rotation); copy 0 is used for checking.
+class InputSets {
+public:
+    InputSets(const std::vector<int64_t> &shape, Device device, int sets, std::mt19937_64 &rng) {
+        for (int n = 0; n < sets; n++) {
+            copies_.push_back(std::make_unique<Tensor>(shape, device));
+            if (n == 0) {
+                copies_[0]->fill_normal(rng);
+            } else {
+                copies_[n]->host() = copies_[0]->host();
+            }
+            copies_[n]->upload();
+        }
+    }
+    Tensor &first() { return *copies_[0]; }
+    TensorView view(int call) { return copies_[call % copies_.size()]->view(); }
+
+private:
+    std::vector<std::unique_ptr<Tensor>> copies_;
+};
+
+void fill_rates(Row &r, double bytes, double flops, double copy_gbs) {
+    r.gbs = bytes / (r.us * 1e3);
+    r.gflops = flops / (r.us * 1e3);
+    r.pct_bandwidth = 100.0 * r.gbs / copy_gbs;
+    r.floor_bytes = bytes;
+    r.floor_us = bytes / (copy_gbs * 1e3);
+}
+
+void take_check(Row &r, const reference::Comparison &c) {
+    r.valid = c.passed;
+    r.max_abs_error = c.max_abs_error;
+    r.rel_l2_error = c.relative_l2_error;
+    r.check_summary = c.summary();
+}
+
+// Forward rows for one shape.
+void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs,
+                   std::mt19937_64 &rng, std::vector<Row> &rows) {
+    const auto &s = shape.s;
+    const double input_bytes = 4.0 * (s.u_size() + s.W_size());
+    const int sets = rotation_sets(device, input_bytes);
+    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
+    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+    Tensor u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device);
+    const double bytes = input_bytes + 4.0 * s.u_hat_size();
+    const double flops = 2.0 * s.u_hat_size() * s.in_dim;
+    const auto ref = reference::predict_f64(s, u.first().host().data(), W.first().host().data());
+    const auto tol = reference::float32_sum_tolerance(s.in_dim);
+
+    auto add_row = [&](const std::string &name, const reference::Comparison &c, const Timing &t) {
+        Row r;
+        r.op = "predict", r.shape = shape.name, r.implementation = name, r.family = family_of(name, device);
+        r.dims = s;
+        take_check(r, c);
+        r.us = t.median_us;
+        fill_rates(r, bytes, flops, copy_gbs);
+        rows.push_back(r);
+    };
+
+    for (const std::string &name : implementations_of("predict", device, a)) {
+        Options options;
+        options.device = device;
+        options.implementation = name;
+        u_hat.poison();
+        check(predict(u.view(0), W.view(0), u_hat.view(), options));
+        u_hat.download();
+        const auto c = reference::compare(u_hat.host().data(), ref, tol);
+        int call = 0;
+        const Timing t = time_calls(device, a.warmup, a.repeats, [&] {
+            check(predict(u.view(call), W.view(call), u_hat.view(), options));
+            call++;
+        });
+        add_row(name, c, t);
+    }
+
+    if (device == Device::cuda && wanted(a, "cublas_gemm_only")) {
+        // The GEMM alone writes [I, B, J, E]; check it against the permuted reference.
+        std::vector<double> ref_ibje(ref.size());
+        const int64_t row = s.out_caps * s.out_dim;
+        for (int64_t b = 0; b < s.batch; b++) {
+            for (int64_t i = 0; i < s.in_caps; i++) {
+                std::copy_n(&ref[(b * s.in_caps + i) * row], row, &ref_ibje[(i * s.batch + b) * row]);
+            }
+        }
+        Options options;
+        options.device = device;
+        u_hat.poison();
+        check(detail::run_cublas_predict_gemm_only(u.view(0), W.view(0), u_hat.view().data, options));
+        u_hat.download();
+        const auto c = reference::compare(u_hat.host().data(), ref_ibje, tol);
+        int call = 0;
+        const Timing t = time_calls(device, a.warmup, a.repeats, [&] {
+            check(detail::run_cublas_predict_gemm_only(u.view(call), W.view(call), u_hat.view().data, options));
+            call++;
+        });
+        add_row("cublas_gemm_only", c, t);
+    }
+    if (device == Device::cpu && wanted(a, "naive-openmp")) {
+        u_hat.poison();
+        reference::predict_naive_openmp(s, u.first().host().data(), W.first().host().data(), u_hat.host().data());
+        const auto c = reference::compare(u_hat.host().data(), ref, tol);
+        int call = 0;
+        const Timing t = time_calls(device, 1, std::min(a.repeats, 5), [&] {
+            TensorView uv = u.view(call), Wv = W.view(call);
+            reference::predict_naive_openmp(s, uv.data, Wv.data, u_hat.host().data());
+            call++;
+        });
+        add_row("naive-openmp", c, t);
+    }
+}
+
+// Backward rows (both gradients together) for one shape.
+void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs,
+                    std::mt19937_64 &rng, std::vector<Row> &rows) {
+    const auto &s = shape.s;
+    const double input_bytes = 4.0 * (s.u_hat_size() + s.u_size() + s.W_size());
+    const int sets = rotation_sets(device, input_bytes);
+    InputSets g({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng);
+    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
+    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+    Tensor grad_u({s.batch, s.in_caps, s.in_dim}, device), grad_W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
+    const double bytes = input_bytes + 4.0 * (s.u_size() + s.W_size());
+    const double flops = 4.0 * s.u_hat_size() * s.in_dim;
+    const auto ref_u = reference::predict_grad_input_f64(s, g.first().host().data(), W.first().host().data());
+    const auto ref_W = reference::predict_grad_weight_f64(s, g.first().host().data(), u.first().host().data());
+    const auto tol_u = reference::float32_sum_tolerance(s.out_caps * s.out_dim);
+    const auto tol_W = reference::float32_sum_tolerance(s.batch);
+
+    auto add_row = [&](const std::string &name, const Timing &t) {
+        const auto cu = reference::compare(grad_u.host().data(), ref_u, tol_u);
+        const auto cw = reference::compare(grad_W.host().data(), ref_W, tol_W);
+        Row r;
+        r.op = "predict_backward", r.shape = shape.name, r.implementation = name;
+        r.family = family_of(name, device);
+        r.dims = s;
+        take_check(r, cu.passed ? cw : cu);
+        r.valid = cu.passed && cw.passed;
+        r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
+        r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
+        r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
+        r.us = t.median_us;
+        fill_rates(r, bytes, flops, copy_gbs);
+        rows.push_back(r);
+    };
+
+    for (const std::string &name : implementations_of("predict_backward", device, a)) {
+        Options options;
+        options.device = device;
+        options.implementation = name;
+        grad_u.poison();
+        grad_W.poison();
+        check(predict_backward(g.view(0), u.view(0), W.view(0), grad_u.view(), grad_W.view(), options));
+        grad_u.download();
+        grad_W.download();
+        int call = 0;
+        const Timing t = time_calls(device, a.warmup, a.repeats, [&] {
+            check(predict_backward(g.view(call), u.view(call), W.view(call), grad_u.view(), grad_W.view(), options));
+            call++;
+        });
+        add_row(name, t);
+    }
+    if (device == Device::cpu && wanted(a, "naive-openmp")) {
+        grad_u.poison();
+        grad_W.poison();
+        const float *g0 = g.first().host().data(), *u0 = u.first().host().data(), *W0 = W.first().host().data();
+        reference::predict_grad_input_naive_openmp(s, g0, W0, grad_u.host().data());
+        reference::predict_grad_weight_naive_openmp(s, g0, u0, grad_W.host().data());
+        const Timing t = time_calls(device, 1, std::min(a.repeats, 3), [&] {
+            reference::predict_grad_input_naive_openmp(s, g0, W0, grad_u.host().data());
+            reference::predict_grad_weight_naive_openmp(s, g0, u0, grad_W.host().data());
+        });
+        add_row("naive-openmp", t);
+    }
+}
+
+void fill_speedups(std::vector<Row> &rows, Device device) {
+    for (Row &r : rows) {
+        for (const Row &n : rows) {
+            if (n.op == r.op && n.shape == r.shape && n.implementation == naive_name(device)) {
+                r.speedup_vs_naive = n.us / r.us;
+            }
+        }
+    }
+}
+
+std::string iso_time_now() {
+    char text[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    return text;
+}
+
+std::string json_string(const std::string &s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) continue;
+        out += c;
+    }
+    return out + "\"";
+}
+
+std::string json_number(double x) {
+    if (!std::isfinite(x)) return "null";
+    char text[40];
+    std::snprintf(text, sizeof text, "%.6g", x);
+    return text;
+}
+
+void write_json(const std::string &path, const BenchArgs &a, const std::string &device_label, Device device,
+                double copy_gbs, const std::vector<Row> &rows, const std::string &date) {
+    std::ofstream out(path);
+    if (!out) throw UsageError{"--json: cannot write " + path};
+    out << "{\n  \"tool\": \"halcaps bench\",\n  \"command\": " << json_string(a.command_line)
+        << ",\n  \"date\": " << json_string(date) << ",\n  \"device\": " << json_string(device_label)
+        << ",\n  \"device_kind\": " << json_string(device_name(device))
+        << ",\n  \"copy_bandwidth_gbs\": " << json_number(copy_gbs) << ",\n  \"rows\": [\n";
+    for (size_t n = 0; n < rows.size(); n++) {
+        const Row &r = rows[n];
+        out << "    {\"operator\": " << json_string(r.op) << ", \"shape\": " << json_string(r.shape)
+            << ", \"dims\": {\"B\": " << r.dims.batch << ", \"I\": " << r.dims.in_caps << ", \"J\": " << r.dims.out_caps
+            << ", \"E\": " << r.dims.out_dim << ", \"K\": " << r.dims.in_dim << "}"
+            << ", \"implementation\": " << json_string(r.implementation) << ", \"family\": " << json_string(r.family)
+            << ", \"valid\": " << (r.valid ? "true" : "false")
+            << ", \"max_abs_error\": " << json_number(r.max_abs_error)
+            << ", \"rel_l2_error\": " << json_number(r.rel_l2_error) << ", \"us\": " << json_number(r.us)
+            << ", \"gbs\": " << json_number(r.gbs) << ", \"gflops\": " << json_number(r.gflops)
+            << ", \"pct_bandwidth\": " << json_number(r.pct_bandwidth)
+            << ", \"speedup_vs_naive\": " << json_number(r.speedup_vs_naive)
+            << ", \"floor_bytes\": " << json_number(r.floor_bytes) << ", \"floor_us\": " << json_number(r.floor_us)
+            << "}" << (n + 1 < rows.size() ? "," : "") << "\n";
+    }
+    out << "  ]\n}\n";
+    if (!out) throw UsageError{"--json: writing " + path + " failed"};
+}
+
+void write_markdown(const std::string &path, const BenchArgs &a, const std::string &device_label, Device device,
+                    double copy_gbs, const std::vector<Row> &rows, const std::string &date) {
+    std::ofstream out(path);
+    if (!out) throw UsageError{"--markdown: cannot write " + path};
+    out << "# halcaps bench: capsule prediction on " << device_label << "\n\n"
+        << "- date: " << date << "\n- command: `" << a.command_line << "`\n"
+        << "- copy bandwidth measured in the same run: " << json_number(copy_gbs) << " GB/s (bytes read + written)\n"
+        << "- every row was checked against the float64 reference (fresh random inputs, NaN-poisoned outputs) "
+           "before it was timed; median of "
+        << a.repeats << " calls after " << a.warmup << " warm-up calls, inputs rotated past the "
+        << (device == Device::cuda ? "L2 cache" : "last-level cache") << "\n"
+        << "- GB/s and % copy count the bytes floor (inputs read once, outputs written once); "
+        << "speed-up is against " << naive_name(device) << "\n";
+    std::string current;
+    for (const Row &r : rows) {
+        const std::string group = r.op + " / " + r.shape;
+        if (group != current) {
+            current = group;
+            out << "\n## " << r.op << ", " << r.shape << " (B=" << r.dims.batch << " I=" << r.dims.in_caps
+                << " K=" << r.dims.in_dim << " J=" << r.dims.out_caps << " E=" << r.dims.out_dim
+                << "); bytes floor " << json_number(r.floor_bytes / 1e6) << " MB = " << json_number(r.floor_us)
+                << " µs at the copy bandwidth\n\n"
+                << "| implementation | family | check | µs | GB/s | % copy BW | GFLOP/s | × vs " << naive_name(device)
+                << " |\n|---|---|---|---:|---:|---:|---:|---:|\n";
+        }
+        char line[512];
+        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f |\n",
+                      r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "**WRONG**", r.us, r.gbs,
+                      r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
+        out << line;
+    }
+    if (!out) throw UsageError{"--markdown: writing " + path + " failed"};
+}
+
+void run_bench(BenchArgs &a) {
+    const Device device = parse_device(a.device);
+    std::vector<BenchShape> shapes;
+    for (const auto &name : a.shapes) shapes.push_back(parse_shape(name));
+    if (a.seed == 0) a.seed = std::random_device{}() | 1;
+    std::mt19937_64 rng(a.seed);
+    const std::string device_label = device == Device::cuda ? cuda_device_name() : "CPU";
+    const std::string date = iso_time_now();
+
+    const double copy_gbs = measured_copy_bandwidth_gbs(device);
+    std::printf("halcaps bench: %s (%s), seed %llu, copy bandwidth measured now: %.0f GB/s\n", device_label.c_str(),
+                device_name(device), (unsigned long long)a.seed, copy_gbs);
+
+    std::vector<Row> rows;
+    for (const auto &shape : shapes) {
+        if (a.ops == "all" || a.ops == "predict") bench_forward(a, shape, device, copy_gbs, rng, rows);
+        if (a.ops == "all" || a.ops == "predict_backward") bench_backward(a, shape, device, copy_gbs, rng, rows);
+    }
+    fill_speedups(rows, device);
+
+    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %8s %7s %9s %8s\n", "op", "shape", "implementation", "family",
+                "check", "us", "GB/s", "%copy", "GFLOP/s", "x naive");
+    int wrong = 0;
+    for (const Row &r : rows) {
+        wrong += !r.valid;
+        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %8.0f %6.1f%% %9.0f %8.2f\n", r.op.c_str(), r.shape.c_str(),
+                    r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us, r.gbs,
+                    r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
+        if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
+    }
+    if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, rows, date);
+    if (!a.markdown_path.empty()) write_markdown(a.markdown_path, a, device_label, device, copy_gbs, rows, date);
+    if (wrong) throw UsageError{std::to_string(wrong) + " implementation(s) gave wrong results"};
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App &app, const std::string &command_line) {
+    auto args = std::make_shared<BenchArgs>();
+    args->command_line = command_line;
+    CLI::App *cmd = app.add_subcommand(
+        "bench",
+        "Every implementation of capsule prediction (forward and both gradients) side by side on a set of shapes: "
+        "each checked against the float64 reference, then timed; prints a table, writes JSON and Markdown.");
+    cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->capture_default_str();
+    cmd->add_option("--op", args->ops, "predict, predict_backward, or all")
+        ->check(CLI::IsMember({"predict", "predict_backward", "all"}))
+        ->capture_default_str();
+    cmd->add_option("--shapes", args->shapes,
+                    "shapes to run: mnist_b128, mnist_b512, wide_b32, or B:I:K:J:E (comma-separated)")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--implementations", args->implementations,
+                    "only these implementations (comma-separated; see `halcaps info`; also cublas_gemm_only and "
+                    "naive-openmp); default: all")
+        ->delimiter(',');
+    cmd->add_option("--warmup", args->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
+        ->capture_default_str();
+    cmd->add_option("--repeats", args->repeats, "timed calls; the median is reported (at least 20 for results)")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    cmd->add_option("--seed", args->seed, "random seed for the inputs (0: draw one and print it)")
+        ->capture_default_str();
+    cmd->add_option("--json", args->json_path, "write the rows as JSON here (input of bench/plot_bench.py)");
+    cmd->add_option("--markdown", args->markdown_path, "write the rows as Markdown tables here");
+    cmd->callback([args] { run_bench(*args); });
+}
+
+}  // namespace halcaps::cli

@@ -1,0 +1,281 @@
+#include "hand_cuda.h"
+
+#if HALCAPS_WITH_CUDA
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+
+#include "cuda_support.h"
+#include "reference/cuda/capsule_prediction_cublas.h"
+#include "reference/cuda/capsule_prediction_cuda.h"
+
+namespace halcaps::detail {
+
+namespace {
+
+namespace ref = halcaps::cuda_reference;
+
+constexpr const char *kHandPrefix = "cuda_";  // cuda_<version name>, e.g. cuda_blog_naive
+
+Status cuda_status(const std::string &op, const std::string &what, cudaError_t err) {
+    const StatusCode code = err == cudaErrorMemoryAllocation ? StatusCode::out_of_memory : StatusCode::cuda_error;
+    return {code, op + ": " + what + " failed: " + cudaGetErrorString(err)};
+}
+
+// One cuBLAS handle per CUDA context, created on first use in that context.
+Status cublas_handle_for_current_context(const std::string &op, cublasHandle_t *handle) {
+    static std::mutex mutex;
+    static std::map<void *, cublasHandle_t> handles;
+    void *context = nullptr;
+    if (Status s = resolve_cuda_context(Options{}, &context); !s.ok()) return s;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = handles.find(context);
+    if (it == handles.end()) {
+        cublasHandle_t created = nullptr;
+        if (cublasStatus_t s = cublasCreate(&created); s != CUBLAS_STATUS_SUCCESS) {
+            return {s == CUBLAS_STATUS_ALLOC_FAILED ? StatusCode::out_of_memory : StatusCode::cuda_error,
+                    op + ": cublasCreate failed: " + cublasGetStatusString(s)};
+        }
+        it = handles.emplace(context, created).first;
+    }
+    *handle = it->second;
+    return Status::success();
+}
+
+Status cublas_status(const std::string &op, const ref::CublasResult &result) {
+    if (result.blas != CUBLAS_STATUS_SUCCESS) {
+        return {StatusCode::cuda_error, op + ": cuBLAS failed: " + cublasGetStatusString(result.blas)};
+    }
+    if (result.cuda != cudaSuccess) return cuda_status(op, "a kernel launch", result.cuda);
+    return Status::success();
+}
+
+// Device memory for one call: tensors already on the device are used in
+// place; host tensors get stream-ordered device copies (inputs uploaded,
+// outputs downloaded by finish()). Scratch buffers live here too.
+class CallMemory {
+public:
+    CallMemory(std::string op, cudaStream_t stream) : op_(std::move(op)), stream_(stream) {}
+    ~CallMemory() {
+        for (void *p : owned_) cudaFreeAsync(p, stream_);
+        if (any_host_) cudaStreamSynchronize(stream_);
+    }
+
+    Status input(const TensorView &view, const float **device) {
+        if (view.space == MemorySpace::cuda) {
+            *device = view.data;
+            return Status::success();
+        }
+        float *copy = nullptr;
+        if (Status s = allocate(view.element_count(), &copy); !s.ok()) return s;
+        any_host_ = true;
+        if (cudaError_t err = cudaMemcpyAsync(copy, view.data, bytes(view.element_count()), cudaMemcpyHostToDevice,
+                                              stream_);
+            err != cudaSuccess) {
+            return cuda_status(op_, "copying an input to the device", err);
+        }
+        *device = copy;
+        return Status::success();
+    }
+
+    Status output(const TensorView &view, float **device) {
+        if (view.space == MemorySpace::cuda) {
+            *device = view.data;
+            return Status::success();
+        }
+        if (Status s = allocate(view.element_count(), device); !s.ok()) return s;
+        any_host_ = true;
+        downloads_.push_back({view, *device});
+        return Status::success();
+    }
+
+    Status scratch(int64_t count, float **device) { return allocate(count, device); }
+
+    // Copies host outputs back and waits for them; device outputs stay queued.
+    Status finish() {
+        for (const auto &d : downloads_) {
+            if (cudaError_t err = cudaMemcpyAsync(d.view.data, d.device, bytes(d.view.element_count()),
+                                                  cudaMemcpyDeviceToHost, stream_);
+                err != cudaSuccess) {
+                return cuda_status(op_, "copying an output to the host", err);
+            }
+        }
+        if (any_host_) {
+            if (cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
+                return cuda_status(op_, "the kernels", err);
+            }
+        }
+        return Status::success();
+    }
+
+private:
+    struct Download {
+        TensorView view;
+        float *device;
+    };
+    static size_t bytes(int64_t count) { return static_cast<size_t>(count) * sizeof(float); }
+
+    Status allocate(int64_t count, float **device) {
+        void *p = nullptr;
+        if (cudaError_t err = cudaMallocAsync(&p, bytes(count), stream_); err != cudaSuccess) {
+            return cuda_status(op_, "allocating device memory", err);
+        }
+        owned_.push_back(p);
+        *device = static_cast<float *>(p);
+        return Status::success();
+    }
+
+    std::string op_;
+    cudaStream_t stream_;
+    bool any_host_ = false;
+    std::vector<void *> owned_;
+    std::vector<Download> downloads_;
+};
+
+ref::PredictShape shape_of(const TensorView &u, const TensorView &W) {
+    // u [B, I, K], W [I, J, E, K]
+    return {u.shape[0], u.shape[1], W.shape[1], W.shape[2], W.shape[3]};
+}
+
+// The hand-written version number for "cuda_<name>", or 0.
+int hand_version(const std::string &implementation, int count, const char *(*name_of)(int)) {
+    for (int v = 1; v <= count; v++) {
+        if (implementation == std::string(kHandPrefix) + name_of(v)) return v;
+    }
+    return 0;
+}
+
+}  // namespace
+
+const std::vector<HandCudaImplementation> &hand_cuda_implementations() {
+    static const std::vector<HandCudaImplementation> list = [] {
+        std::vector<HandCudaImplementation> out;
+        for (int v = 1; v <= ref::forward_version_count(); v++) {
+            out.push_back({"predict", std::string(kHandPrefix) + ref::forward_version_name(v),
+                           "hand-written CUDA, reference/cuda version " + std::to_string(v)});
+        }
+        out.push_back({"predict", "cublas",
+                       "cuBLAS strided-batched SGEMM to [I,B,J,E], then a permute to [B,I,J,E] (TF32 off)"});
+        for (int v = 1; v <= ref::backward_version_count(); v++) {
+            out.push_back({"predict_backward", std::string(kHandPrefix) + ref::backward_version_name(v),
+                           "hand-written CUDA, reference/cuda version " + std::to_string(v)});
+        }
+        out.push_back({"predict_backward", "cublas", "cuBLAS: two strided-batched SGEMMs (the two einsums), TF32 off"});
+        return out;
+    }();
+    return list;
+}
+
+bool is_hand_cuda_implementation(const std::string &op, const std::string &implementation) {
+    for (const auto &h : hand_cuda_implementations()) {
+        if (h.op == op && h.implementation == implementation) return true;
+    }
+    return false;
+}
+
+Status run_hand_cuda_predict(const std::string &implementation, const TensorView &u, const TensorView &W,
+                             const TensorView &u_hat, const Options &options) {
+    const std::string op = "predict";
+    ScopedCudaContext context(options);
+    if (!context.status().ok()) return context.status();
+    auto stream = static_cast<cudaStream_t>(options.cuda_stream);
+    CallMemory memory(op, stream);
+    const float *u_d = nullptr, *W_d = nullptr;
+    float *u_hat_d = nullptr;
+    if (Status s = memory.input(u, &u_d); !s.ok()) return s;
+    if (Status s = memory.input(W, &W_d); !s.ok()) return s;
+    if (Status s = memory.output(u_hat, &u_hat_d); !s.ok()) return s;
+    const ref::PredictShape shape = shape_of(u, W);
+
+    if (implementation == "cublas") {
+        cublasHandle_t handle = nullptr;
+        if (Status s = cublas_handle_for_current_context(op, &handle); !s.ok()) return s;
+        float *scratch = nullptr;  // u_hat in [I, B, J, E] before the permute
+        if (Status s = memory.scratch(u_hat.element_count(), &scratch); !s.ok()) return s;
+        const auto result = ref::predict_forward_cublas(handle, u_d, W_d, u_hat_d, scratch, shape, stream, true);
+        if (Status s = cublas_status(op, result); !s.ok()) return s;
+    } else {
+        const int version = hand_version(implementation, ref::forward_version_count(), ref::forward_version_name);
+        if (cudaError_t err = ref::predict_forward(version, u_d, W_d, u_hat_d, shape, stream); err != cudaSuccess) {
+            return cuda_status(op, "launching " + implementation, err);
+        }
+    }
+    return memory.finish();
+}
+
+Status run_hand_cuda_predict_backward(const std::string &implementation, const TensorView &g, const TensorView &u,
+                                      const TensorView &W, const TensorView &grad_u, const TensorView &grad_W,
+                                      const Options &options) {
+    const std::string op = "predict_backward";
+    ScopedCudaContext context(options);
+    if (!context.status().ok()) return context.status();
+    auto stream = static_cast<cudaStream_t>(options.cuda_stream);
+    CallMemory memory(op, stream);
+    const float *g_d = nullptr, *u_d = nullptr, *W_d = nullptr;
+    float *grad_u_d = nullptr, *grad_W_d = nullptr;
+    if (Status s = memory.input(g, &g_d); !s.ok()) return s;
+    if (Status s = memory.input(u, &u_d); !s.ok()) return s;
+    if (Status s = memory.input(W, &W_d); !s.ok()) return s;
+    if (Status s = memory.output(grad_u, &grad_u_d); !s.ok()) return s;
+    if (Status s = memory.output(grad_W, &grad_W_d); !s.ok()) return s;
+    const ref::PredictShape shape = shape_of(u, W);
+
+    if (implementation == "cublas") {
+        cublasHandle_t handle = nullptr;
+        if (Status s = cublas_handle_for_current_context(op, &handle); !s.ok()) return s;
+        const auto result = ref::predict_backward_cublas(handle, g_d, u_d, W_d, grad_u_d, grad_W_d, shape, stream);
+        if (Status s = cublas_status(op, result); !s.ok()) return s;
+    } else {
+        const int version = hand_version(implementation, ref::backward_version_count(), ref::backward_version_name);
+        if (cudaError_t err = ref::predict_backward(version, g_d, u_d, W_d, grad_u_d, grad_W_d, shape, stream);
+            err != cudaSuccess) {
+            return cuda_status(op, "launching " + implementation, err);
+        }
+    }
+    return memory.finish();
+}
+
+Status run_cublas_predict_gemm_only(const TensorView &u, const TensorView &W, float *u_hat_ibje,
+                                    const Options &options) {
+    const std::string op = "predict (cublas_gemm_only)";
+    if (u.space != MemorySpace::cuda || W.space != MemorySpace::cuda) {
+        return {StatusCode::wrong_memory_space, op + ": u and W must be device tensors"};
+    }
+    ScopedCudaContext context(options);
+    if (!context.status().ok()) return context.status();
+    cublasHandle_t handle = nullptr;
+    if (Status s = cublas_handle_for_current_context(op, &handle); !s.ok()) return s;
+    const auto result = ref::predict_forward_cublas(handle, u.data, W.data, nullptr, u_hat_ibje, shape_of(u, W),
+                                                    static_cast<cudaStream_t>(options.cuda_stream), false);
+    return cublas_status(op, result);
+}
+
+}  // namespace halcaps::detail
+
+#else  // no CUDA in this build
+
+namespace halcaps::detail {
+
+const std::vector<HandCudaImplementation> &hand_cuda_implementations() {
+    static const std::vector<HandCudaImplementation> none;
+    return none;
+}
+bool is_hand_cuda_implementation(const std::string &, const std::string &) { return false; }
+Status run_hand_cuda_predict(const std::string &, const TensorView &, const TensorView &, const TensorView &,
+                             const Options &) {
+    return {StatusCode::device_unavailable, "predict: this build of halcaps has no CUDA support"};
+}
+Status run_hand_cuda_predict_backward(const std::string &, const TensorView &, const TensorView &,
+                                      const TensorView &, const TensorView &, const TensorView &, const Options &) {
+    return {StatusCode::device_unavailable, "predict_backward: this build of halcaps has no CUDA support"};
+}
+Status run_cublas_predict_gemm_only(const TensorView &, const TensorView &, float *, const Options &) {
+    return {StatusCode::device_unavailable, "predict: this build of halcaps has no CUDA support"};
+}
+
+}  // namespace halcaps::detail
+
+#endif
