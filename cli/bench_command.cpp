@@ -156,6 +156,19 @@ void fill_rates(Row &r, double bytes, double flops, double copy_gbs) {
     r.floor_us = bytes / (copy_gbs * 1e3);
 }
 
+// A row for an implementation whose checking call returned an error: shown
+// as wrong, never timed.
+Row failed_row(const std::string &op, const BenchShape &shape, const std::string &name, Device device,
+               const Status &status) {
+    Row r;
+    r.op = op, r.shape = shape.name, r.implementation = name, r.family = family_of(name, device);
+    r.dims = shape.s;
+    r.valid = false;
+    r.us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
+    r.check_summary = std::string("error: ") + status_code_name(status.code) + ": " + status.message;
+    return r;
+}
+
 void take_check(Row &r, const reference::Comparison &c) {
     r.valid = c.passed;
     r.max_abs_error = c.max_abs_error;
@@ -192,7 +205,10 @@ void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, d
         options.device = device;
         options.implementation = name;
         u_hat.poison();
-        check(predict(u.view(0), W.view(0), u_hat.view(), options));
+        if (Status st = predict(u.view(0), W.view(0), u_hat.view(), options); !st.ok()) {
+            rows.push_back(failed_row("predict", shape, name, device, st));
+            continue;
+        }
         u_hat.download();
         const auto c = reference::compare(u_hat.host().data(), ref, tol);
         int call = 0;
@@ -279,7 +295,11 @@ void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, 
         options.implementation = name;
         grad_u.poison();
         grad_W.poison();
-        check(predict_backward(g.view(0), u.view(0), W.view(0), grad_u.view(), grad_W.view(), options));
+        if (Status st = predict_backward(g.view(0), u.view(0), W.view(0), grad_u.view(), grad_W.view(), options);
+            !st.ok()) {
+            rows.push_back(failed_row("predict_backward", shape, name, device, st));
+            continue;
+        }
         grad_u.download();
         grad_W.download();
         int call = 0;
@@ -338,13 +358,14 @@ std::string json_number(double x) {
 }
 
 void write_json(const std::string &path, const BenchArgs &a, const std::string &device_label, Device device,
-                double copy_gbs, const std::vector<Row> &rows, const std::string &date) {
+                double copy_gbs, double write_gbs, const std::vector<Row> &rows, const std::string &date) {
     std::ofstream out(path);
     if (!out) throw UsageError{"--json: cannot write " + path};
     out << "{\n  \"tool\": \"halcaps bench\",\n  \"command\": " << json_string(a.command_line)
         << ",\n  \"date\": " << json_string(date) << ",\n  \"device\": " << json_string(device_label)
         << ",\n  \"device_kind\": " << json_string(device_name(device))
-        << ",\n  \"copy_bandwidth_gbs\": " << json_number(copy_gbs) << ",\n  \"rows\": [\n";
+        << ",\n  \"copy_bandwidth_gbs\": " << json_number(copy_gbs)
+        << ",\n  \"write_bandwidth_gbs\": " << json_number(write_gbs) << ",\n  \"rows\": [\n";
     for (size_t n = 0; n < rows.size(); n++) {
         const Row &r = rows[n];
         out << "    {\"operator\": " << json_string(r.op) << ", \"shape\": " << json_string(r.shape)
@@ -365,12 +386,13 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
 }
 
 void write_markdown(const std::string &path, const BenchArgs &a, const std::string &device_label, Device device,
-                    double copy_gbs, const std::vector<Row> &rows, const std::string &date) {
+                    double copy_gbs, double write_gbs, const std::vector<Row> &rows, const std::string &date) {
     std::ofstream out(path);
     if (!out) throw UsageError{"--markdown: cannot write " + path};
     out << "# halcaps bench: capsule prediction on " << device_label << "\n\n"
         << "- date: " << date << "\n- command: `" << a.command_line << "`\n"
-        << "- copy bandwidth measured in the same run: " << json_number(copy_gbs) << " GB/s (bytes read + written)\n"
+        << "- copy bandwidth measured in the same run: " << json_number(copy_gbs) << " GB/s (bytes read + written); "
+        << "write-only (memset) bandwidth: " << json_number(write_gbs) << " GB/s\n"
         << "- every row was checked against the float64 reference (fresh random inputs, NaN-poisoned outputs) "
            "before it was timed; median of "
         << a.repeats << " calls after " << a.warmup << " warm-up calls, inputs rotated past the "
@@ -408,8 +430,9 @@ void run_bench(BenchArgs &a) {
     const std::string date = iso_time_now();
 
     const double copy_gbs = measured_copy_bandwidth_gbs(device);
-    std::printf("halcaps bench: %s (%s), seed %llu, copy bandwidth measured now: %.0f GB/s\n", device_label.c_str(),
-                device_name(device), (unsigned long long)a.seed, copy_gbs);
+    const double write_gbs = measured_write_bandwidth_gbs(device);
+    std::printf("halcaps bench: %s (%s), seed %llu, measured now: copy %.0f GB/s (read + write), write-only %.0f GB/s\n",
+                device_label.c_str(), device_name(device), (unsigned long long)a.seed, copy_gbs, write_gbs);
 
     std::vector<Row> rows;
     for (const auto &shape : shapes) {
@@ -428,8 +451,10 @@ void run_bench(BenchArgs &a) {
                     r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
     }
-    if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, rows, date);
-    if (!a.markdown_path.empty()) write_markdown(a.markdown_path, a, device_label, device, copy_gbs, rows, date);
+    if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, rows, date);
+    if (!a.markdown_path.empty()) {
+        write_markdown(a.markdown_path, a, device_label, device, copy_gbs, write_gbs, rows, date);
+    }
     if (wrong) throw UsageError{std::to_string(wrong) + " implementation(s) gave wrong results"};
 }
 

@@ -177,6 +177,31 @@ double measured_copy_bandwidth_gbs(Device device) {
     return 2.0 * bytes / (t.median_us * 1e3);
 }
 
+double measured_write_bandwidth_gbs(Device device) {
+    const size_t bytes = device == Device::cuda ? (size_t(1) << 31) : (size_t(1) << 28);  // 2 GiB / 256 MiB
+    Timing t;
+#if HALCAPS_WITH_CUDA
+    if (device == Device::cuda) {
+        void *a = nullptr;
+        cuda_check(cudaMalloc(&a, bytes), "cudaMalloc");
+        t = time_calls(device, 2, 10, [&] { cudaMemsetAsync(a, 0, bytes); });
+        cudaFree(a);
+    }
+#endif
+    if (device != Device::cuda) {
+        std::vector<char> a(bytes, 1);
+        t = time_calls(device, 1, 5, [&] {
+            const int threads = omp_get_max_threads();
+#pragma omp parallel for
+            for (int part = 0; part < threads; part++) {
+                const size_t begin = bytes * part / threads, end = bytes * (part + 1) / threads;
+                std::memset(a.data() + begin, part, end - begin);
+            }
+        });
+    }
+    return bytes / (t.median_us * 1e3);
+}
+
 std::string shape_string(const std::vector<int64_t> &shape) {
     std::string s = "[";
     for (size_t d = 0; d < shape.size(); d++) s += (d ? ", " : "") + std::to_string(shape[d]);

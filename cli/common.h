@@ -62,6 +62,11 @@ void check(const Status &status);
 // device (cudaMemcpy device-to-device) or the host (parallel memcpy).
 double measured_copy_bandwidth_gbs(Device device);
 
+// Write-only bandwidth in GB/s: a large memset on the device (cudaMemsetAsync)
+// or the host (parallel memset). Operators whose bytes are mostly writes
+// (capsule prediction forward) are bound by this rather than by the copy.
+double measured_write_bandwidth_gbs(Device device);
+
 std::string shape_string(const std::vector<int64_t> &shape);
 
 }  // namespace halcaps::cli

@@ -46,17 +46,17 @@ public:
         s.e = Var("e"), s.j = Var("j"), s.i = Var("i"), s.b = Var("b");
         s.rk = RDom(0, u.dim(0).extent(), "rk");
 
-        // u seen through a batch index clamped to [0, B): an identity on
-        // every element of u_hat, it lets a schedule compute whole batch
-        // tiles past the last element (and discard them) without reading
-        // outside u, and stage a whole tile of u with an affine index.
-        Var k("k");
-        s.u_in = Func("u_in");
-        s.u_in(k, s.i, s.b) = u(k, s.i, clamp(s.b, 0, u.dim(2).extent() - 1));
+        // u and W seen through indices clamped to their ranges (repeat_edge):
+        // equal to u and W wherever u_hat is defined, they let a schedule
+        // compute whole tiles past the last element (and discard them)
+        // without reading outside the inputs, and stage whole tiles with an
+        // affine index.
+        s.u_in = BoundaryConditions::repeat_edge(u);
+        s.W_in = BoundaryConditions::repeat_edge(W);
 
         s.accum = Func("u_hat_accum");
         s.accum(s.e, s.j, s.i, s.b) = 0.0f;
-        s.accum(s.e, s.j, s.i, s.b) += W(s.rk, s.e, s.j, s.i) * s.u_in(s.rk, s.i, s.b);
+        s.accum(s.e, s.j, s.i, s.b) += s.W_in(s.rk, s.e, s.j, s.i) * s.u_in(s.rk, s.i, s.b);
         u_hat(s.e, s.j, s.i, s.b) = s.accum(s.e, s.j, s.i, s.b);
         s.u_hat = u_hat;
 

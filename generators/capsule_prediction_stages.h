@@ -11,9 +11,10 @@ namespace halcaps {
 struct PredictStages {
     Halide::Func u;         // input (k, i, b)
     Halide::Func W;         // input (k, e, j, i)
-    Halide::Func u_in;      // (k, i, b): u with b clamped to [0, B): equal to u
-                            // inside it, defined past the batch edge so that a
-                            // schedule may compute whole batch tiles there
+    Halide::Func u_in;      // (k, i, b): u with every index clamped to its range
+    Halide::Func W_in;      // (k, e, j, i): W likewise. Both equal the inputs
+                            // wherever u_hat is defined, and are defined past
+                            // the edges so a schedule may compute whole tiles
     Halide::Func accum;     // (e, j, i, b): pure init 0, update += over rk
     Halide::Func u_hat;     // output (e, j, i, b)
     Halide::Var e, j, i, b;

@@ -18,20 +18,23 @@ using schedule_util::one_thread_per_output;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuSchedules = {"naive", "tuned", "x_su16", "x_su32", "x_suw16", "x_sw16", "x_b32", "x_su16v", "x_suw32"};
+const std::vector<std::string> kGpuSchedules = {"naive", "tuned", "x_su16", "x_su32", "x_ev8", "x_ev16", "x_ev8i2"};
 
 // ---------------------------------------------------------------- forward --
 
-// cpu: parallel over tiles of 4 input capsules; for each tile, W's slice is
-// transposed once into a small buffer with e innermost (4 x 5 KB, stays in L1)
-// and reused for every batch element; each (b, i, j) row of E outputs is one
-// or two vectors, accumulated in registers over k.
-// Measured 2026-11-21, MNIST b128, 2-core AMD EPYC (CI machine): 4.7-6.7 ms
-// (noisy machine), 39-57% of the memcpy bandwidth measured in the same run,
-// 4.4-6.2x faster than the naive OpenMP loops (bench/results/cpu-*.txt).
+// cpu: parallel over tiles of 16 input capsules; for each tile, W's slice is
+// transposed once into a small buffer with e innermost (16 x 5 KB, stays in
+// L2) and reused for every batch element; each (b, i, j) row of E outputs is
+// one or two vectors, accumulated in registers over k. Each batch element's
+// outputs for a tile are 10 KB written contiguously.
+// Measured 2026-11-21, MNIST b128, 2-core AMD EPYC (CI machine, noisy):
+// 4.7-5.1 ms, 62-72% of the memcpy bandwidth measured in the same run,
+// 4.8-6.8x faster than the naive OpenMP loops (`halcaps bench --device cpu`).
+// Tiles of 4 capsules (2.5 KB written per batch element) measured 5.5-5.8 ms
+// and 57-59%; tiles of 64, 5.1-5.4 ms.
 void predict_cpu(const Target &target, PredictStages &s) {
+    const int tile_i = 16;
     const int vec = target.natural_vector_size<float>();
-    const int tile_i = 4;
     Var io("io"), ii("ii"), eo("eo"), ei("ei");
     s.u_hat.split(s.i, io, ii, tile_i, TailStrategy::GuardWithIf)
         .split(s.e, eo, ei, vec, TailStrategy::GuardWithIf)
@@ -43,7 +46,7 @@ void predict_cpu(const Target &target, PredictStages &s) {
     s.accum.compute_at(s.u_hat, eo).vectorize(s.e, vec, TailStrategy::GuardWithIf);
     s.accum.update().reorder(s.e, s.rk).vectorize(s.e, vec, TailStrategy::GuardWithIf);
 
-    Func W_by_e = s.W.in(s.accum);
+    Func W_by_e = s.W_in;
     std::vector<Var> w = W_by_e.args();  // (k, e, j, i)
     W_by_e.compute_at(s.u_hat, io)
         .reorder_storage(w[1], w[0], w[2], w[3])
@@ -105,6 +108,7 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
         Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
         s.u_in.compute_at(s.u_hat, ejo)
             .store_in(MemoryType::GPUShared)
+            .bound_extent(a[1], t.i_threads)
             .bound_extent(a[2], t.batch_tile)
             .align_bounds(a[2], 4)
             .reorder_storage(a[2], a[0], a[1])
@@ -118,7 +122,7 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
     if (t.stage_W) {
         // The block's slice of W, stored e innermost so that the lanes of a
         // warp (consecutive e, then j) read consecutive banks.
-        Func W_tile = s.W.in(s.accum);
+        Func W_tile = s.W_in;
         std::vector<Var> a = W_tile.args();  // (k, e, j, i)
         Var flat("W_flat"), flat_o("W_flat_o"), flat_i("W_flat_i"), tx("W_tx"), ty("W_ty");
         W_tile.compute_at(s.u_hat, ejo)
@@ -131,6 +135,35 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
             .split(flat_i, ty, tx, t.ej_threads)
             .gpu_threads(tx, ty);
     }
+}
+
+// A 2-D register tile: a thread owns 4 consecutive e of one (j, i) row
+// across `batch_tile` batch elements (4 x batch_tile accumulators). For each
+// k it reads 4 values of W and one u(k, i, b) per batch element (a warp-wide
+// broadcast), each used for 4 FMAs, and it stores 16-byte vectors: a warp
+// writes 32 x 4 consecutive outputs per b. Tiles past the edges of E, J, I and
+// B read the clamped inputs (u_in, W_in) and are not stored.
+void predict_gpu_e_vectors(PredictStages &s, int batch_tile, int i_threads) {
+    Var eo("eo"), ev("ev"), eoj("eoj"), eojo("eojo"), eojt("eojt"), io("io"), it("it"), bo("bo"), bi("bi");
+    s.u_hat.split(s.e, eo, ev, 4, TailStrategy::GuardWithIf)
+        .fuse(eo, s.j, eoj)
+        .split(eoj, eojo, eojt, 32, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, i_threads, TailStrategy::GuardWithIf)
+        .split(s.b, bo, bi, batch_tile, TailStrategy::GuardWithIf)
+        .reorder(ev, bi, eojt, it, eojo, io, bo)
+        .gpu_threads(eojt, it)
+        .gpu_blocks(eojo, io, bo)
+        .vectorize(ev)
+        .unroll(bi);
+    s.accum.compute_at(s.u_hat, eojt)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.e, 4)
+        .bound_extent(s.j, 1)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, batch_tile)
+        .vectorize(s.e)
+        .unroll(s.b);
+    s.accum.update().reorder(s.e, s.b, s.rk).vectorize(s.e).unroll(s.b);
 }
 
 // tuned: predict_gpu_tiled with a 16-element batch tile, nothing staged.
@@ -219,11 +252,9 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
     if (name == "tuned") predict_tuned(s);
     if (name == "x_su16") predict_gpu_tiled(s, {32, 4, 16, true, false});
     if (name == "x_su32") predict_gpu_tiled(s, {32, 4, 32, true, false});
-    if (name == "x_suw16") predict_gpu_tiled(s, {32, 4, 16, true, true});
-    if (name == "x_sw16") predict_gpu_tiled(s, {32, 4, 16, false, true});
-    if (name == "x_b32") predict_gpu_tiled(s, {32, 4, 32, false, false});
-    if (name == "x_su16v") predict_gpu_tiled(s, {32, 4, 16, true, false, true});
-    if (name == "x_suw32") predict_gpu_tiled(s, {32, 4, 32, true, true});
+    if (name == "x_ev8") predict_gpu_e_vectors(s, 8, 4);
+    if (name == "x_ev16") predict_gpu_e_vectors(s, 16, 4);
+    if (name == "x_ev8i2") predict_gpu_e_vectors(s, 8, 2);
 }
 
 void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {

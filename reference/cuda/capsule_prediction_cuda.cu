@@ -604,6 +604,294 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const float *__restr
     }
 }
 
+// ---------------------------------------------------------------------------
+// Tiled backward kernel (versions 2 and 3).
+//
+// The two gradients want g in different orders: grad_W[i, je, :] reduces
+// over b (a thread owning je walks rows), grad_u[b, i, :] reduces over je (a
+// thread owning row b walks je). A "thread owns je" grad_u would have to sum
+// K partials per thread across all threads of a row, K times more data than
+// the g it read. So g goes through shared memory in tiles of 32 rows x JC
+// columns, and each part reads the tile in its own order:
+//  - grad_W: thread (xw, yw) owns VW consecutive je (column group xw) and
+//    accumulates VW x KM sums over rows yw, yw + TYW, ... of the tiles, with
+//    u[b, i, :] from the staged u rows (a broadcast). After the last tile of
+//    an (i, chunk) the TYW row-threads of each column are summed through a
+//    small shared buffer and stored.
+//  - grad_u: lane = row of the tile, warp = one of 8 slices of the tile's
+//    columns; a lane walks its row's slice (conflict-free: the tile's row
+//    stride is padded so 32 rows hit distinct banks) against W[i, je, :]
+//    from shared memory (the same je for all lanes: a broadcast); then the
+//    8 slice partials of each (row, k) are summed and stored.
+//
+// The kernel is persistent: a grid of (blocks per SM x SMs) blocks walks the
+// work items (an input capsule i for fused and grad_W, an (i, 32-row tile)
+// for grad_u alone) as one sequence of steps (item, column chunk, tile),
+// and one cp.async pipeline of NS stages runs along that sequence: while a
+// step is computed, the next NS-1 steps' g tiles, u rows and W slices are
+// in flight, across item and chunk boundaries, so no block ever starts
+// cold and HBM keeps tens of KB per SM outstanding.
+// Columns come in chunks of JC <= 256 (128 for K = 16) so a stage stays
+// near 27 KB; for JE > JC the grad_u of later chunks is added to what the
+// first stored (the same block does all chunks of an item).
+// ---------------------------------------------------------------------------
+constexpr int kTileRows = 32;  // one row per lane in the grad_u part
+constexpr int kWarps = kThreads / 32;
+
+struct TiledArgs {
+    i64 B, I;
+    int JE, K;
+    int JC;        // columns per chunk (multiple of VEC)
+    int LDG;       // row stride of a staged g tile, in floats
+    int TXW, TYW;  // grad_W layout: column groups x row-threads
+    int nchunks;   // ceil(JE / JC)
+    int tiles;     // tiles per (item, chunk): all of B (GW), or 1 (grad_u alone)
+    i64 items;     // I (GW), or I * ceil(B / 32) (grad_u alone)
+    bool w_vec, u_vec, gW_vec, gu_vec;  // K == KM and the pointer 16-byte aligned
+};
+
+// je per grad_W thread: VEC, but 2 for K = 16 (64 accumulators at most).
+template <int KM, int VEC>
+__host__ __device__ constexpr int grad_w_vec() {
+    return KM == 16 && VEC == 4 ? 2 : VEC;
+}
+
+template <int KM, int VEC, bool GU, bool GW>
+struct TiledSmem {  // in floats; every part a multiple of 4
+    // One stage: g tile [32][LDG], u rows [32][KM] (GW), W slice [JC][KM] (GU).
+    __host__ __device__ static int u_off(int LDG) { return kTileRows * LDG; }
+    __host__ __device__ static int w_off(int LDG) { return u_off(LDG) + (GW ? kTileRows * KM : 0); }
+    __host__ __device__ static int stage(int LDG, int JC) { return w_off(LDG) + (GU ? JC * KM : 0); }
+    // After the stages: the grad_u partials [kWarps][32][KM] (GU), also the
+    // grad_W reduction buffer [kThreads][KM] (GW).
+    __host__ __device__ static int buf() {
+        const int part = GU ? kWarps * kTileRows * KM : 0, wred = GW ? kThreads * KM : 0;
+        return part > wred ? part : wred;
+    }
+    static size_t bytes(int NS, int LDG, int JC) { return size_t(NS * stage(LDG, JC) + buf()) * sizeof(float); }
+};
+
+// Position in a block's sequence of steps.
+struct Cursor {
+    i64 item;
+    int c, m;  // column chunk, tile within the (item, chunk)
+    __device__ void advance(const TiledArgs &a) {
+        if (++m == a.tiles) {
+            m = 0;
+            if (++c == a.nchunks) c = 0, item += gridDim.x;
+        }
+    }
+};
+
+template <int KM, int VEC, bool GU, bool GW, int NS>
+__global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float *__restrict__ g,
+                                                                     const float *__restrict__ u,
+                                                                     const float *__restrict__ W,
+                                                                     float *__restrict__ grad_u,
+                                                                     float *__restrict__ grad_W, TiledArgs a) {
+    using Smem = TiledSmem<KM, VEC, GU, GW>;
+    constexpr int Q = KM / 4, RT = kTileRows;
+    constexpr int VW = grad_w_vec<KM, VEC>();  // je per grad_W thread
+    extern __shared__ float4 smem_f4[];
+    float *const stages = reinterpret_cast<float *>(smem_f4);
+    const int LDG = a.LDG, stage_size = Smem::stage(LDG, a.JC);
+    float4 *const buf = reinterpret_cast<float4 *>(stages + NS * stage_size);
+
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const i64 I = a.I, B = a.B;
+    const int JE = a.JE, K = a.K;
+    const i64 ntiles_all = (B + RT - 1) / RT;
+    const int xw = t % a.TXW, yw = t / a.TXW;
+
+    // Where a step's data lives: input capsule, first row, rows, columns.
+    struct Where {
+        i64 i, tb;
+        int nrows, c0, jc;
+    };
+    auto where = [&](const Cursor &s) {
+        Where w;
+        const i64 tile = GW ? s.m : s.item % ntiles_all;  // grad_u alone: one tile per item
+        w.i = GW ? s.item : s.item / ntiles_all;
+        w.tb = tile * RT;
+        w.nrows = static_cast<int>(min64(RT, B - w.tb));
+        w.c0 = s.c * a.JC;
+        w.jc = min(a.JC, JE - w.c0);
+        return w;
+    };
+
+    // Copies step s's data into stage `st`; always commits a group (maybe
+    // empty) so that group counts stay uniform over the block.
+    auto issue = [&](const Cursor &s, int st) {
+        if (s.item < a.items) {
+            const Where w = where(s);
+            float *gs = stages + st * stage_size;
+            const int ngroups = w.jc / VEC;
+            const int srs = kThreads / ngroups, sc = t % ngroups;  // thread t: column group sc of rows t/ngroups + k*srs
+            const float *src = g + (w.tb * I + w.i) * JE + w.c0 + sc * VEC;
+            for (int r = t / ngroups < srs ? t / ngroups : RT; r < w.nrows; r += srs)
+                __pipeline_memcpy_async(gs + r * LDG + sc * VEC, src + r * I * JE, VEC * sizeof(float));
+            if (GW) {
+                float *us = gs + Smem::u_off(LDG);
+                if (a.u_vec) {
+                    for (int e = t; e < w.nrows * Q; e += kThreads)
+                        __pipeline_memcpy_async(us + 4 * e, u + ((w.tb + e / Q) * I + w.i) * KM + 4 * (e % Q), 16);
+                } else {
+                    for (int e = t; e < w.nrows * KM; e += kThreads) {
+                        const int r = e / KM, k = e % KM;
+                        if (k < K) __pipeline_memcpy_async(us + e, u + ((w.tb + r) * I + w.i) * K + k, 4);
+                        else us[e] = 0.0f;
+                    }
+                }
+            }
+            if (GU) {
+                float *ws = gs + Smem::w_off(LDG);
+                if (a.w_vec) {
+                    const float *src_w = W + (w.i * JE + w.c0) * KM;
+                    for (int e = t; e < w.jc * Q; e += kThreads) __pipeline_memcpy_async(ws + 4 * e, src_w + 4 * e, 16);
+                } else {
+                    for (int e = t; e < w.jc * KM; e += kThreads) {
+                        const int je = e / KM, k = e % KM;
+                        if (k < K) __pipeline_memcpy_async(ws + e, W + (w.i * JE + w.c0 + je) * K + k, 4);
+                        else ws[e] = 0.0f;
+                    }
+                }
+            }
+        }
+        __pipeline_commit();
+    };
+
+    Cursor ahead{blockIdx.x, 0, 0}, cur{blockIdx.x, 0, 0};
+#pragma unroll
+    for (int n = 0; n < NS - 1; ++n) {
+        issue(ahead, n);
+        ahead.advance(a);
+    }
+    float acc[VW][KM];
+    for (int n = 0; cur.item < a.items; ++n, cur.advance(a)) {
+        __pipeline_wait_prior(NS - 2);  // this thread's copies for step n have landed
+        __syncthreads();                // everyone's have; everyone is done with step n-1
+        issue(ahead, (n + NS - 1) % NS);  // refills step n-1's stage
+        ahead.advance(a);
+
+        const Where w = where(cur);
+        const float *gs = stages + (n % NS) * stage_size;
+        const bool w_ok = yw < a.TYW && xw < w.jc / VW;
+
+        if (GW) {
+            if (cur.m == 0) {
+#pragma unroll
+                for (int v = 0; v < VW; ++v)
+#pragma unroll
+                    for (int k = 0; k < KM; ++k) acc[v][k] = 0.0f;
+            }
+            if (w_ok) {
+                const float *us = gs + Smem::u_off(LDG);
+#ifndef HC_NOUNROLL
+#pragma unroll 4
+#endif
+                for (int r = yw; r < w.nrows; r += a.TYW) {
+                    float gv[VW], ur[KM];
+                    load_smem_vec<VW>(gv, gs + r * LDG + xw * VW);
+                    load_u_row<KM>(ur, us + r * KM);
+#pragma unroll
+                    for (int v = 0; v < VW; ++v)
+#pragma unroll
+                        for (int k = 0; k < KM; ++k) acc[v][k] = fmaf(gv[v], ur[k], acc[v][k]);
+                }
+            }
+        }
+
+        if (GU) {
+            const float *ws = gs + Smem::w_off(LDG);
+            const int ngroups = w.jc / VEC;
+            const int per_warp = (ngroups + kWarps - 1) / kWarps;
+            const int q_end = min(ngroups, (warp + 1) * per_warp);
+            float p[KM];
+#pragma unroll
+            for (int k = 0; k < KM; ++k) p[k] = 0.0f;
+            if (lane < w.nrows) {
+#ifndef HC_NOUNROLL
+#pragma unroll 2
+#endif
+                for (int q = warp * per_warp; q < q_end; ++q) {
+                    float gv[VEC];
+                    load_smem_vec<VEC>(gv, gs + lane * LDG + q * VEC);
+#pragma unroll
+                    for (int v = 0; v < VEC; ++v) {
+                        float wr[KM];
+                        load_u_row<KM>(wr, ws + (q * VEC + v) * KM);
+#pragma unroll
+                        for (int k = 0; k < KM; ++k) p[k] = fmaf(gv[v], wr[k], p[k]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < Q; ++q)
+                buf[(warp * RT + lane) * Q + q] = make_float4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
+            __syncthreads();  // all slices' partials are in buf
+            for (int o = t; o < w.nrows * Q; o += kThreads) {
+                float4 sum = buf[o];
+#pragma unroll
+                for (int s = 1; s < kWarps; ++s) {
+                    const float4 pv = buf[s * RT * Q + o];
+                    sum.x += pv.x, sum.y += pv.y, sum.z += pv.z, sum.w += pv.w;
+                }
+                const int r = o / Q, q = o % Q;
+                float *dst = grad_u + ((w.tb + r) * I + w.i) * K + 4 * q;
+                if (a.gu_vec) {
+                    float4 *d4 = reinterpret_cast<float4 *>(dst);
+                    if (w.c0 > 0) {
+                        const float4 old = *d4;
+                        sum.x += old.x, sum.y += old.y, sum.z += old.z, sum.w += old.w;
+                    }
+                    *d4 = sum;
+                } else {
+                    const float sv[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        if (4 * q + c < K) dst[c] = w.c0 > 0 ? dst[c] + sv[c] : sv[c];
+                }
+            }
+            // buf is rewritten only after the next step's barrier (or the
+            // barrier that opens the grad_W flush below).
+        }
+
+        if (GW && cur.m == a.tiles - 1) {
+            // Last tile of (i, chunk): sum the TYW row-threads of each column
+            // group through buf, one of the VW je per pass, and store.
+#pragma unroll
+            for (int v = 0; v < VW; ++v) {
+                __syncthreads();  // buf is free
+                if (w_ok) {
+#pragma unroll
+                    for (int q = 0; q < Q; ++q)
+                        buf[(yw * a.TXW + xw) * Q + q] =
+                            make_float4(acc[v][4 * q], acc[v][4 * q + 1], acc[v][4 * q + 2], acc[v][4 * q + 3]);
+                }
+                __syncthreads();
+                for (int o = t; o < (w.jc / VW) * Q; o += kThreads) {  // o = xx*Q + q
+                    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+                    for (int y = 0; y < a.TYW; ++y) {
+                        const float4 pv = buf[y * a.TXW * Q + o];
+                        sum.x += pv.x, sum.y += pv.y, sum.z += pv.z, sum.w += pv.w;
+                    }
+                    const int je = w.c0 + (o / Q) * VW + v, q = o % Q;
+                    float *dst = grad_W + (w.i * JE + je) * K + 4 * q;
+                    if (a.gW_vec) {
+                        *reinterpret_cast<float4 *>(dst) = sum;
+                    } else {
+                        const float sv[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+                        for (int c = 0; c < 4; ++c)
+                            if (4 * q + c < K) dst[c] = sv[c];
+                    }
+                }
+            }
+        }
+    }
+    __pipeline_wait_prior(0);  // only empty groups remain
+}
+
 // Which shapes versions 2 and 3 take; the rest (K > 16, JE or I beyond the
 // int and grid ranges) use version 1's kernels, which handle any shape.
 bool tuned_supported(const PredictShape &s) {
@@ -617,6 +905,7 @@ bool tuned_supported(const PredictShape &s) {
 int g_fwd_rows = 32;
 bool g_fwd_stream = false;
 int g_gu_rows = 32;
+int g_fwd_vregs = 64;
 
 template <int KM, int V, bool STREAM>
 cudaError_t launch_forward_v2(const float *u, const float *W, float *u_hat, const PredictShape &s,
@@ -645,7 +934,7 @@ cudaError_t launch_forward_v2s(const float *u, const float *W, float *u_hat, con
 template <int KM>
 cudaError_t forward_v2_km(const float *u, const float *W, float *u_hat, const PredictShape &s, cudaStream_t stream) {
     const i64 JE = s.out_caps * s.out_dim;
-    switch (pick_v(JE, KM, 64, {u_hat})) {
+    switch (pick_v(JE, KM, g_fwd_vregs, {u_hat})) {
         case 4: return launch_forward_v2s<KM, 4>(u, W, u_hat, s, stream);
         case 2: return launch_forward_v2s<KM, 2>(u, W, u_hat, s, stream);
         default: return launch_forward_v2s<KM, 1>(u, W, u_hat, s, stream);
@@ -714,9 +1003,87 @@ cudaError_t launch_backward(const float *g, const float *u, const float *W, floa
     return cudaGetLastError();
 }
 
+int g_bwd_tiled = 1;    // DEV KNOB
+
+int g_stages = 3;  // DEV KNOB
+int g_persist = 1;  // DEV KNOB
+
+template <int KM, int VEC, bool GU, bool GW, int NS>
+cudaError_t launch_backward_tiled(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                                  const PredictShape &s, cudaStream_t stream) {
+    using Smem = TiledSmem<KM, VEC, GU, GW>;
+    const i64 B = s.batch, I = s.in_caps, JE = s.out_caps * s.out_dim;
+    const int K = static_cast<int>(s.in_dim);
+    TiledArgs a;
+    a.B = B;
+    a.I = I;
+    a.JE = static_cast<int>(JE);
+    a.K = K;
+    // Columns per chunk: at most 256 (one column group per grad_W thread)
+    // and 2048/KM (a stage stays near 27 KB).
+    a.JC = static_cast<int>(std::min<i64>(JE, std::min(256, 2048 / KM)));
+    // Row stride of a staged tile: odd in 16-byte units for VEC = 4 (odd in
+    // floats for VEC = 1) so the 32 rows read by a warp fall in distinct banks.
+    if (VEC == 4) a.LDG = a.JC + ((a.JC / 4) % 2 == 0 ? 4 : 8);
+    else a.LDG = a.JC % 2 == 0 ? a.JC + 1 : a.JC;
+    a.TXW = a.JC / grad_w_vec<KM, VEC>();
+    a.TYW = kThreads / a.TXW;
+    a.nchunks = static_cast<int>((JE + a.JC - 1) / a.JC);
+    const i64 ntiles = (B + kTileRows - 1) / kTileRows;
+    if (GW) {
+        a.tiles = static_cast<int>(std::min<i64>(ntiles, INT_MAX));
+        a.items = I;
+    } else {
+        a.tiles = 1;
+        a.items = I * ntiles;
+    }
+    if (ntiles > INT_MAX) return cudaErrorInvalidValue;
+    a.w_vec = K == KM && aligned16(W);
+    a.u_vec = K == KM && aligned16(u);
+    a.gW_vec = K == KM && aligned16(grad_W);
+    a.gu_vec = K == KM && aligned16(grad_u);
+
+    const size_t smem = Smem::bytes(NS, a.LDG, a.JC);
+    auto kernel = backward_tiled_kernel<KM, VEC, GU, GW, NS>;
+    cudaError_t err = cudaSuccess;
+    if (smem > 48 * 1024) {
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        if (err != cudaSuccess) return err;
+    }
+    // Persistent grid: as many blocks as fit on the device at once.
+    DeviceLimits d;
+    if ((err = device_limits(&d)) != cudaSuccess) return err;
+    int per_sm = 0;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+    if (err != cudaSuccess) return err;
+    if (per_sm < 1) return cudaErrorInvalidConfiguration;
+    const i64 blocks = g_persist ? std::min<i64>(a.items, i64(per_sm) * d.sms) : a.items;
+    kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(g, u, W, grad_u, grad_W, a);
+    return cudaGetLastError();
+}
+
+template <int KM, bool GU, bool GW>
+cudaError_t backward_tiled_vec(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                               const PredictShape &s, cudaStream_t stream) {
+    const i64 JE = s.out_caps * s.out_dim;
+    if (JE % 4 == 0 && aligned16(g)) {
+        if (g_stages == 2) return launch_backward_tiled<KM, 4, GU, GW, 2>(g, u, W, grad_u, grad_W, s, stream);
+        if (g_stages == 4) return launch_backward_tiled<KM, 4, GU, GW, 4>(g, u, W, grad_u, grad_W, s, stream);
+        return launch_backward_tiled<KM, 4, GU, GW, 3>(g, u, W, grad_u, grad_W, s, stream);
+    }
+    return launch_backward_tiled<KM, 1, GU, GW, 3>(g, u, W, grad_u, grad_W, s, stream);
+}
+
 template <int KM, int V>
 cudaError_t backward_flavour(Flavour f, const float *g, const float *u, const float *W, float *grad_u,
                              float *grad_W, const PredictShape &s, cudaStream_t stream) {
+    if (g_bwd_tiled) {
+        switch (f) {
+            case Flavour::grad_u: return backward_tiled_vec<KM, true, false>(g, u, W, grad_u, grad_W, s, stream);
+            case Flavour::grad_W: return backward_tiled_vec<KM, false, true>(g, u, W, grad_u, grad_W, s, stream);
+            default: return backward_tiled_vec<KM, true, true>(g, u, W, grad_u, grad_W, s, stream);
+        }
+    }
     switch (f) {
         case Flavour::grad_u: return launch_backward<KM, V, true, false>(g, u, W, grad_u, grad_W, s, stream);
         case Flavour::grad_W: return launch_backward<KM, V, false, true>(g, u, W, grad_u, grad_W, s, stream);
