@@ -86,9 +86,13 @@ public:
         s.k = Var("k"), s.i = Var("i"), s.b = Var("b");
         s.r_ej = RDom(0, g.dim(0).extent(), 0, g.dim(1).extent(), "r_ej");
 
+        // Inputs seen through clamped indices (see CapsulePredict).
+        s.g_in = BoundaryConditions::repeat_edge(g);
+        s.W_in = BoundaryConditions::repeat_edge(W);
+
         s.accum = Func("grad_u_accum");
         s.accum(s.k, s.i, s.b) = 0.0f;
-        s.accum(s.k, s.i, s.b) += g(s.r_ej.x, s.r_ej.y, s.i, s.b) * W(s.k, s.r_ej.x, s.r_ej.y, s.i);
+        s.accum(s.k, s.i, s.b) += s.g_in(s.r_ej.x, s.r_ej.y, s.i, s.b) * s.W_in(s.k, s.r_ej.x, s.r_ej.y, s.i);
         grad_u(s.k, s.i, s.b) = s.accum(s.k, s.i, s.b);
         s.grad_u = grad_u;
 
@@ -118,9 +122,13 @@ public:
         s.k = Var("k"), s.e = Var("e"), s.j = Var("j"), s.i = Var("i");
         s.rb = RDom(0, g.dim(3).extent(), "rb");
 
+        // Inputs seen through clamped indices (see CapsulePredict).
+        s.g_in = BoundaryConditions::repeat_edge(g);
+        s.u_in = BoundaryConditions::repeat_edge(u);
+
         s.accum = Func("grad_W_accum");
         s.accum(s.k, s.e, s.j, s.i) = 0.0f;
-        s.accum(s.k, s.e, s.j, s.i) += g(s.e, s.j, s.i, s.rb) * u(s.k, s.i, s.rb);
+        s.accum(s.k, s.e, s.j, s.i) += s.g_in(s.e, s.j, s.i, s.rb) * s.u_in(s.k, s.i, s.rb);
         grad_W(s.k, s.e, s.j, s.i) = s.accum(s.k, s.e, s.j, s.i);
         s.grad_W = grad_W;
 

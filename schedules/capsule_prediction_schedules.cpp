@@ -18,7 +18,8 @@ using schedule_util::one_thread_per_output;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuSchedules = {"naive", "tuned", "x_su16", "x_su32", "x_ev8", "x_ev16", "x_ev8i2"};
+const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "staged"};
+const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned"};
 
 // ---------------------------------------------------------------- forward --
 
@@ -55,19 +56,20 @@ void predict_cpu(const Target &target, PredictStages &s) {
 }
 
 // naive: the blog's forward kernel, one thread per output element.
-// Measured 2026-11-21, MNIST b128, NVIDIA H200: 260 us (b512: 1014 us).
+// Measured 2026-11-21, NVIDIA H200, `halcaps bench` (inputs rotated past
+// L2): MNIST b128 418 us, b512 1648 us (260 and 1014 us when the same small
+// inputs stay in L2 between calls); the blog's own kernel (reference/cuda,
+// grid-stride) takes 243 us.
 void predict_naive(PredictStages &s) {
     one_thread_per_output(s.u_hat, s.accum);
 }
 
 // The knobs of the register-blocked GPU forward schedule.
 struct PredictGpuTiling {
-    int ej_threads = 32;    // threads along the fused (e, j) output row (x)
-    int i_threads = 4;      // threads along input capsules (y)
-    int batch_tile = 16;    // batch elements per thread, one register accumulator each
-    bool stage_u = false;   // stage the block's tile of u in shared memory (vector reads)
-    bool stage_W = false;   // stage the block's slice of W in shared memory
-    bool vector_u = false;  // with stage_u: vectorize the accumulators by 4 over b
+    int ej_threads = 32;   // threads along the fused (e, j) output row (x)
+    int i_threads = 4;     // threads along input capsules (y)
+    int batch_tile = 16;   // batch elements per thread, one register accumulator each
+    bool stage_u = false;  // copy the block's tile of u to shared memory first
 };
 
 // A thread owns one (e, j, i) output row across `batch_tile` batch elements,
@@ -76,8 +78,8 @@ struct PredictGpuTiling {
 // broadcast), so W is read once per batch tile. A warp writes ej_threads
 // consecutive (e, j) outputs (coalesced) per b. Tails (B not a multiple of
 // the batch tile, E*J not of ej_threads, I not of i_threads) are guarded when
-// stored; at a batch tail the extra accumulators read a clamped u (u_in) and
-// are never stored.
+// stored; past the edges the accumulators read the clamped u_in and are
+// never stored.
 void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
     Var ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), it("it"), bo("bo"), bi("bi");
     s.u_hat.fuse(s.e, s.j, ej)
@@ -99,80 +101,47 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
         .unroll(s.b);
     s.accum.update().reorder(s.b, s.rk).unroll(s.b);
 
-    const int threads = t.ej_threads * t.i_threads;
     if (t.stage_u) {
         // The block's u tile (K x i_threads x batch_tile floats) is copied to
-        // shared memory once, batch innermost, so each thread reads four
-        // batch elements of one k with a single 16-byte shared load.
+        // shared memory once, batch innermost: each thread's batch_tile reads
+        // of one k are then at constant offsets from one address.
         std::vector<Var> a = s.u_in.args();  // (k, i, b)
         Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
         s.u_in.compute_at(s.u_hat, ejo)
             .store_in(MemoryType::GPUShared)
             .bound_extent(a[1], t.i_threads)
             .bound_extent(a[2], t.batch_tile)
-            .align_bounds(a[2], 4)
             .reorder_storage(a[2], a[0], a[1])
             .fuse(a[0], a[1], flat)
             .fuse(flat, a[2], flat)
-            .split(flat, flat_o, flat_i, threads, TailStrategy::GuardWithIf)
-            .split(flat_i, ty, tx, t.ej_threads)
-            .gpu_threads(tx, ty);
-        if (t.vector_u) s.accum.update().vectorize(s.b, 4);
-    }
-    if (t.stage_W) {
-        // The block's slice of W, stored e innermost so that the lanes of a
-        // warp (consecutive e, then j) read consecutive banks.
-        Func W_tile = s.W_in;
-        std::vector<Var> a = W_tile.args();  // (k, e, j, i)
-        Var flat("W_flat"), flat_o("W_flat_o"), flat_i("W_flat_i"), tx("W_tx"), ty("W_ty");
-        W_tile.compute_at(s.u_hat, ejo)
-            .store_in(MemoryType::GPUShared)
-            .reorder_storage(a[1], a[2], a[0], a[3])
-            .fuse(a[0], a[1], flat)
-            .fuse(flat, a[2], flat)
-            .fuse(flat, a[3], flat)
-            .split(flat, flat_o, flat_i, threads, TailStrategy::GuardWithIf)
+            .split(flat, flat_o, flat_i, t.ej_threads * t.i_threads, TailStrategy::GuardWithIf)
             .split(flat_i, ty, tx, t.ej_threads)
             .gpu_threads(tx, ty);
     }
-}
-
-// A 2-D register tile: a thread owns 4 consecutive e of one (j, i) row
-// across `batch_tile` batch elements (4 x batch_tile accumulators). For each
-// k it reads 4 values of W and one u(k, i, b) per batch element (a warp-wide
-// broadcast), each used for 4 FMAs, and it stores 16-byte vectors: a warp
-// writes 32 x 4 consecutive outputs per b. Tiles past the edges of E, J, I and
-// B read the clamped inputs (u_in, W_in) and are not stored.
-void predict_gpu_e_vectors(PredictStages &s, int batch_tile, int i_threads) {
-    Var eo("eo"), ev("ev"), eoj("eoj"), eojo("eojo"), eojt("eojt"), io("io"), it("it"), bo("bo"), bi("bi");
-    s.u_hat.split(s.e, eo, ev, 4, TailStrategy::GuardWithIf)
-        .fuse(eo, s.j, eoj)
-        .split(eoj, eojo, eojt, 32, TailStrategy::GuardWithIf)
-        .split(s.i, io, it, i_threads, TailStrategy::GuardWithIf)
-        .split(s.b, bo, bi, batch_tile, TailStrategy::GuardWithIf)
-        .reorder(ev, bi, eojt, it, eojo, io, bo)
-        .gpu_threads(eojt, it)
-        .gpu_blocks(eojo, io, bo)
-        .vectorize(ev)
-        .unroll(bi);
-    s.accum.compute_at(s.u_hat, eojt)
-        .store_in(MemoryType::Register)
-        .bound_extent(s.e, 4)
-        .bound_extent(s.j, 1)
-        .bound_extent(s.i, 1)
-        .bound_extent(s.b, batch_tile)
-        .vectorize(s.e)
-        .unroll(s.b);
-    s.accum.update().reorder(s.e, s.b, s.rk).vectorize(s.e).unroll(s.b);
 }
 
 // tuned: predict_gpu_tiled with a 16-element batch tile, nothing staged.
-// Measured 2026-11-21, MNIST b128, NVIDIA H200: 83.5 us, 29.5% of the copy
-// bandwidth over the bytes floor, 3.1x the naive schedule (b512: 311 us).
-// ncu: 51% issue slots busy at 2.1 IPC, 50% occupancy (64 registers): the
-// kernel is bound by issuing ~6 instructions per FMA (a scalar u load and
-// its address per FMA), not by memory.
+// Measured 2026-11-21 on an NVIDIA H200 by `halcaps bench` (inputs rotated
+// past L2): MNIST b128 66.5-66.9 us (37% of the copy bandwidth over the bytes
+// floor; 6.2x the naive schedule, 3.6x the blog's kernel, 2.9x cuBLAS with
+// its permute); b512 238 us; wide b32 160 us.
+// ncu: about 2 instructions issued per FMA (one scalar u load and its address
+// per FMA) at 50% occupancy (64 registers); DRAM 22% busy: issue-bound.
+// Tried and slower on the same run (MNIST b128): 32-element batch tiles with
+// u staged in shared memory (`staged`, 69 us), the same with 16 (76 us), W
+// also staged (wrong bounds at tails, dropped), 4 e per thread as 16-byte
+// vectors (x4 accumulators, 148 us: Halide scalarises the guarded vector
+// stores and the 4 W loads per k are uncoalesced), vectorised shared reads of
+// u (Halide splits them into 8-byte pieces). The hand-written forward
+// (reference/cuda, 37 us) keeps W rows in registers and reads u as 16-byte
+// broadcasts, which needs K known at compile time.
 void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {}); }
+
+// staged: 32-element batch tiles, u staged in shared memory.
+// Measured 2026-11-21, NVIDIA H200, `halcaps bench`: MNIST b128 69 us,
+// b512 248 us, wide b32 181 us: the staging saves the u address arithmetic
+// but costs a barrier and 64 registers of accumulators.
+void predict_staged(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 32, true}); }
 
 // ------------------------------------------------------- gradient w.r.t. u --
 
@@ -191,24 +160,10 @@ void grad_input_cpu(PredictGradInputStages &s) {
 }
 
 // naive: the blog's input-gradient kernel, one thread per output element.
-// Measured 2026-11-21, MNIST b128, NVIDIA H200: naive grad_u + grad_W together 358 us.
+// Measured 2026-11-21, NVIDIA H200, `halcaps bench`: naive grad_u + grad_W
+// together, MNIST b128 524 us (421 us for the blog's own kernels).
 void grad_input_naive(PredictGradInputStages &s) {
     one_thread_per_output(s.grad_u, s.accum);
-}
-
-// tuned: threads over (k, b) so the 8 k-threads of one (i, b) share each g
-// load (a broadcast) and W(k, e, j, i) is read k-contiguous; blocks over
-// (b tiles, i). Each thread walks the (e, j) reduction serially.
-// Measured 2026-11-21, MNIST b128, NVIDIA H200: tuned grad_u + grad_W together
-// 246 us (11% of the copy bandwidth over the floor): not yet tuned further.
-void grad_input_tuned(PredictGradInputStages &s) {
-    Var ko("ko"), kt("kt"), bo("bo"), bt("bt");
-    s.grad_u.split(s.k, ko, kt, 8, TailStrategy::GuardWithIf)
-        .split(s.b, bo, bt, 16, TailStrategy::GuardWithIf)
-        .reorder(kt, bt, ko, s.i, bo)
-        .gpu_threads(kt, bt)
-        .gpu_blocks(ko, s.i, bo);
-    s.accum.compute_at(s.grad_u, kt);
 }
 
 // ------------------------------------------------------- gradient w.r.t. W --
@@ -229,46 +184,101 @@ void grad_weight_naive(PredictGradWeightStages &s) {
     one_thread_per_output(s.grad_W, s.accum);
 }
 
-// tuned: one thread per output, threads over (k, e·j) so a warp writes 128
-// contiguous bytes of grad_W and the 8 k-threads of one (e, j, i) share each
-// g load; each thread walks the batch serially.
-void grad_weight_tuned(PredictGradWeightStages &s) {
-    Var ej("ej"), ko("ko"), kt("kt"), ejo("ejo"), ejt("ejt");
-    s.grad_W.fuse(s.e, s.j, ej)
-        .split(s.k, ko, kt, 8, TailStrategy::GuardWithIf)
+// A thread owns one (e, j, i) and a tile of 8 k: 8 accumulators in
+// registers over the whole batch. Per batch element it reads g(e, j, i, b)
+// (the lanes of a warp read consecutive (e, j): coalesced) and u(k, i, b) for
+// its 8 k (the same addresses for the whole warp: broadcasts). The batch loop
+// is unrolled by `batch_unroll` so that many loads are in flight. Past the
+// edge of K the accumulators read the clamped u and are not stored.
+//
+// tuned (with grad_input_register_tiles): measured 2026-11-21 on an NVIDIA
+// H200 by `halcaps bench`, grad_u + grad_W together: MNIST b128 213 us
+// (1.3x faster than the first cut, 2.0x the blog's kernels, but 1.7x slower
+// than cuBLAS's 123 us and 3.1x slower than the hand-written fused kernel);
+// b512 724 us; wide b32 545 us. Under ncu (lower clocks) grad_W takes 68 us
+// and grad_u 189 us: grad_u is the problem (see below). Unrolling by 4
+// instead of 8 measured the same.
+void grad_weight_register_tiles(PredictGradWeightStages &s, int batch_unroll) {
+    Var ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), it("it"), ko("ko"), ki("ki");
+    s.grad_W.split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
+        .fuse(s.e, s.j, ej)
         .split(ej, ejo, ejt, 32, TailStrategy::GuardWithIf)
-        .reorder(kt, ejt, ko, ejo, s.i)
-        .gpu_threads(kt, ejt)
-        .gpu_blocks(ko, ejo, s.i);
-    s.accum.compute_at(s.grad_W, kt);
+        .split(s.i, io, it, 4, TailStrategy::GuardWithIf)
+        .reorder(ki, ejt, it, ko, ejo, io)
+        .gpu_threads(ejt, it)
+        .gpu_blocks(ko, ejo, io)
+        .unroll(ki);
+    s.accum.compute_at(s.grad_W, ejt)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.k, 8)
+        .bound_extent(s.e, 1)
+        .bound_extent(s.j, 1)
+        .bound_extent(s.i, 1)
+        .unroll(s.k);
+    RVar rbo("rbo"), rbi("rbi");
+    s.accum.update()
+        .split(s.rb, rbo, rbi, batch_unroll, TailStrategy::GuardWithIf)
+        .reorder(s.k, rbi, rbo)
+        .unroll(s.k)
+        .unroll(rbi);
+}
+
+// A thread owns one (i, b) and a tile of 8 k (8 accumulators in registers)
+// and walks the (e, j) reduction, `ej_unroll` at a time: per step it reads
+// g(e, j, i, b) from its own row and W(k, e, j, i) for its 8 k (the same
+// addresses for every lane of a warp, which share i: broadcasts).
+// Its weakness: the lanes of a warp read 32 different g rows, so each g load
+// touches 32 sectors (32 L1 wavefronts per instruction). Staging the rows
+// through shared memory first (stored batch-innermost, padded to 33 to avoid
+// bank conflicts) measured slower (325-337 us for both gradients at MNIST
+// b128) and needs more than 48 KB of shared memory at J*E = 512. The
+// hand-written kernels instead reduce over (e, j) across lanes; in Halide
+// that is an rfactor with a cross-lane reduction, the next thing to try.
+void grad_input_register_tiles(PredictGradInputStages &s, int ej_unroll, int i_threads = 4) {
+    Var bo("bo"), bt("bt"), io("io"), it("it"), ko("ko"), ki("ki");
+    s.grad_u.split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
+        .split(s.b, bo, bt, 32, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, i_threads, TailStrategy::GuardWithIf)
+        .reorder(ki, bt, it, ko, bo, io)
+        .gpu_threads(bt, it)
+        .gpu_blocks(ko, bo, io)
+        .unroll(ki);
+    s.accum.compute_at(s.grad_u, bt)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.k, 8)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, 1)
+        .unroll(s.k);
+    RVar exo("exo"), exi("exi");
+    s.accum.update()
+        .split(s.r_ej.x, exo, exi, ej_unroll, TailStrategy::GuardWithIf)
+        .reorder(s.k, exi, exo, s.r_ej.y)
+        .unroll(s.k)
+        .unroll(exi);
 }
 
 }  // namespace
 
 void schedule_predict(const std::string &name, const Target &target, PredictStages &s) {
-    check_schedule("capsule_predict", name, target, kCpuSchedules, kGpuSchedules);
+    check_schedule("capsule_predict", name, target, kCpuSchedules, kGpuForwardSchedules);
     if (name == "cpu") predict_cpu(target, s);
     if (name == "naive") predict_naive(s);
     if (name == "tuned") predict_tuned(s);
-    if (name == "x_su16") predict_gpu_tiled(s, {32, 4, 16, true, false});
-    if (name == "x_su32") predict_gpu_tiled(s, {32, 4, 32, true, false});
-    if (name == "x_ev8") predict_gpu_e_vectors(s, 8, 4);
-    if (name == "x_ev16") predict_gpu_e_vectors(s, 16, 4);
-    if (name == "x_ev8i2") predict_gpu_e_vectors(s, 8, 2);
+    if (name == "staged") predict_staged(s);
 }
 
 void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {
-    check_schedule("capsule_predict_grad_input", name, target, kCpuSchedules, kGpuSchedules);
+    check_schedule("capsule_predict_grad_input", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") grad_input_cpu(s);
     if (name == "naive") grad_input_naive(s);
-    if (name == "tuned") grad_input_tuned(s);
+    if (name == "tuned") grad_input_register_tiles(s, 8);
 }
 
 void schedule_predict_grad_weight(const std::string &name, const Target &target, PredictGradWeightStages &s) {
-    check_schedule("capsule_predict_grad_weight", name, target, kCpuSchedules, kGpuSchedules);
+    check_schedule("capsule_predict_grad_weight", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") grad_weight_cpu(s);
     if (name == "naive") grad_weight_naive(s);
-    if (name == "tuned") grad_weight_tuned(s);
+    if (name == "tuned") grad_weight_register_tiles(s, 8);
 }
 
 }  // namespace halcaps

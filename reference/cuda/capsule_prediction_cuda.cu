@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace halcaps::cuda_reference {
@@ -166,54 +167,55 @@ cudaError_t grad_W_v1(const float *g, const float *u, float *grad_W, const Predi
 }
 
 // ---------------------------------------------------------------------------
-// Versions 2 and 3: shared layout.
+// Versions 2 and 3: common pieces.
 //
-// A block works on one input capsule i (blockIdx.x) and 256 threads. The JE
-// outputs of a row are split into column groups of V consecutive je
-// (V = 4, 2 or 1: a 16-, 8- or 4-byte access per thread); thread t owns
-// column group x = t % TX of every row y = t / TX (mod TY), TX = min(groups,
-// 256), TY = 256 / TX. The threads past TX*TY (< TX of them) own no column.
-// When JE/V > 256 the columns are walked in chunks of TX groups.
-//
-// K is padded to KM in {4, 8, 16} (a template parameter): W rows, u rows and
-// accumulators are KM-wide register arrays whose lanes k >= K hold zeros, so
-// the arithmetic is branch-free and fully unrolled and only loads and stores
-// look at K. Shapes with K > 16 or huge JE go to version 1's kernels.
+// Blocks have 256 threads. K is padded to KM in {4, 8, 16} (a template
+// parameter): W rows, u rows and accumulators are KM-wide arrays whose
+// entries k >= K hold zeros, so the arithmetic is branch-free and unrolled
+// and only loads and stores look at K. Shapes with K > 16 (or extents past
+// the int/grid ranges checked in tuned_supported) run version 1's kernels.
+// JE is split into column groups of V (or VEC) consecutive je, so that a
+// thread moves 16, 8 or 4 contiguous bytes; V > 1 needs JE % V == 0 and the
+// pointers walked that way aligned to 4*V bytes, else V = 1.
 // ---------------------------------------------------------------------------
 
 constexpr int kThreads = 256;
 constexpr int kMaxKm = 16;
 
+__host__ __device__ constexpr int imin(int a, int b) { return a < b ? a : b; }
+
+int padded_k(i64 K) { return K <= 4 ? 4 : K <= 8 ? 8 : 16; }
+
+// Largest V in {4, 2, 1} with JE % V == 0, V*km <= max_regs, and every
+// pointer in `ptrs` aligned to V floats.
+int pick_v(i64 JE, int km, int max_regs, std::initializer_list<const void *> ptrs) {
+    for (int V : {4, 2}) {
+        if (JE % V != 0 || V * km > max_regs) continue;
+        bool ok = true;
+        for (const void *p : ptrs) ok = ok && aligned_to(p, 4 * V);
+        if (ok) return V;
+    }
+    return 1;
+}
+
+// Column layout of a block: TX column groups (of V je) by TY rows of
+// threads; thread t has x = t % TX, y = t / TX, and the threads with
+// y >= TY (fewer than TX of them) own no column. More than 256 groups are
+// walked in chunks of TX.
 struct Layout {
-    int V, TX, TY;
-    int groups;  // JE / V column groups
+    int groups, TX, TY;
 };
 
 Layout make_layout(i64 JE, int V) {
     Layout l;
-    l.V = V;
     l.groups = static_cast<int>(JE / V);
     l.TX = std::min(l.groups, kThreads);
     l.TY = kThreads / l.TX;
     return l;
 }
 
-int padded_k(i64 K) { return K <= 4 ? 4 : K <= 8 ? 8 : 16; }
-
-// Largest V in {4, 2, 1} with JE % V == 0, V*km <= max_regs, and every
-// pointer in `ptrs` aligned to V floats (they are walked V floats at a time).
-int pick_v(i64 JE, int km, int max_regs, std::initializer_list<const void *> ptrs) {
-    for (int V : {4, 2}) {
-        if (JE % V != 0 || V * km > max_regs) continue;
-        bool ok = true;
-        for (const void *p : ptrs) ok = ok && (p == nullptr || aligned_to(p, 4 * V));
-        if (ok) return V;
-    }
-    return 1;
-}
-
-// Loads rows row0 .. row0+V-1 of a [rows, K] matrix into w[V][KM], zero
-// padding k >= K. `vec`: K == KM and the base is 16-byte aligned.
+// Rows row0 .. row0+V-1 of a row-major [*, K] matrix into w[V][KM], zero
+// padded. `vec`: K == KM and base is 16-byte aligned.
 template <int KM, int V>
 __device__ __forceinline__ void load_rows(float (&w)[V][KM], const float *__restrict__ base, i64 row0, int K,
                                           bool vec) {
@@ -224,10 +226,7 @@ __device__ __forceinline__ void load_rows(float (&w)[V][KM], const float *__rest
 #pragma unroll
             for (int q = 0; q < KM / 4; ++q) {
                 const float4 t = __ldg(p + v * (KM / 4) + q);
-                w[v][4 * q + 0] = t.x;
-                w[v][4 * q + 1] = t.y;
-                w[v][4 * q + 2] = t.z;
-                w[v][4 * q + 3] = t.w;
+                w[v][4 * q] = t.x, w[v][4 * q + 1] = t.y, w[v][4 * q + 2] = t.z, w[v][4 * q + 3] = t.w;
             }
     } else {
 #pragma unroll
@@ -238,15 +237,14 @@ __device__ __forceinline__ void load_rows(float (&w)[V][KM], const float *__rest
 }
 
 // Stages u[b0 + r, i, :] for r < nrows into u_s[r][KM] (zero padded), all
-// threads of the block cooperating. The caller synchronises around it.
+// threads of the block cooperating; the caller synchronises around it.
 template <int KM>
 __device__ __forceinline__ void stage_u(float *__restrict__ u_s, const float *__restrict__ u, i64 b0, int nrows,
                                         i64 I, i64 i, int K, bool vec) {
     if (vec) {
         for (int n = threadIdx.x; n < nrows * (KM / 4); n += blockDim.x) {
             const int r = n / (KM / 4), q = n % (KM / 4);
-            const float4 t = __ldg(reinterpret_cast<const float4 *>(u + ((b0 + r) * I + i) * KM) + q);
-            reinterpret_cast<float4 *>(u_s)[n] = t;
+            reinterpret_cast<float4 *>(u_s)[n] = __ldg(reinterpret_cast<const float4 *>(u + ((b0 + r) * I + i) * KM) + q);
         }
     } else {
         for (int n = threadIdx.x; n < nrows * KM; n += blockDim.x) {
@@ -256,19 +254,17 @@ __device__ __forceinline__ void stage_u(float *__restrict__ u_s, const float *__
     }
 }
 
+// KM floats of a shared-memory row (16-byte aligned) into registers.
 template <int KM>
-__device__ __forceinline__ void load_u_row(float (&ur)[KM], const float *u_s_row) {
+__device__ __forceinline__ void load_smem_row(float (&r)[KM], const float *row) {
 #pragma unroll
     for (int q = 0; q < KM / 4; ++q) {
-        const float4 t = reinterpret_cast<const float4 *>(u_s_row)[q];
-        ur[4 * q + 0] = t.x;
-        ur[4 * q + 1] = t.y;
-        ur[4 * q + 2] = t.z;
-        ur[4 * q + 3] = t.w;
+        const float4 t = reinterpret_cast<const float4 *>(row)[q];
+        r[4 * q] = t.x, r[4 * q + 1] = t.y, r[4 * q + 2] = t.z, r[4 * q + 3] = t.w;
     }
 }
 
-// A thread's own V floats from shared memory (its cp.async ring slot).
+// V consecutive floats of shared memory (aligned to 4*V bytes).
 template <int V>
 __device__ __forceinline__ void load_smem_vec(float (&out)[V], const float *p) {
     if constexpr (V == 4) {
@@ -282,21 +278,33 @@ __device__ __forceinline__ void load_smem_vec(float (&out)[V], const float *p) {
     }
 }
 
-// Stores V consecutive floats (p aligned to 4*V bytes); STREAM marks them
-// evict-first (st.global.cs).
-template <int V, bool STREAM>
-__device__ __forceinline__ void store_vec(float *p, const float (&in)[V]) {
+// Stores V consecutive floats (p aligned to 4*V bytes) as evict-first
+// (st.global.cs): u_hat is written once and larger than L2.
+template <int V>
+__device__ __forceinline__ void store_vec_streaming(float *p, const float (&in)[V]) {
     if constexpr (V == 4) {
-        const float4 t = make_float4(in[0], in[1], in[2], in[3]);
-        if (STREAM) __stcs(reinterpret_cast<float4 *>(p), t);
-        else *reinterpret_cast<float4 *>(p) = t;
+        __stcs(reinterpret_cast<float4 *>(p), make_float4(in[0], in[1], in[2], in[3]));
     } else if constexpr (V == 2) {
-        const float2 t = make_float2(in[0], in[1]);
-        if (STREAM) __stcs(reinterpret_cast<float2 *>(p), t);
-        else *reinterpret_cast<float2 *>(p) = t;
+        __stcs(reinterpret_cast<float2 *>(p), make_float2(in[0], in[1]));
     } else {
-        if (STREAM) __stcs(p, in[0]);
-        else p[0] = in[0];
+        __stcs(p, in[0]);
+    }
+}
+
+__device__ __forceinline__ void add4(float4 &s, const float4 &v) { s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w; }
+
+// Writes (or, when `accumulate`, adds to) dst[0 .. min(4, K - k0)), where
+// dst = row + k0 of a [*, K] row; `vec`: K == KM and the base 16-byte aligned.
+__device__ __forceinline__ void store_quad(float *dst, float4 s, int k0, int K, bool vec, bool accumulate) {
+    if (vec) {
+        float4 *d4 = reinterpret_cast<float4 *>(dst);
+        if (accumulate) add4(s, *d4);
+        *d4 = s;
+    } else {
+        const float sv[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            if (k0 + c < K) dst[c] = accumulate ? dst[c] + sv[c] : sv[c];
     }
 }
 
@@ -304,21 +312,25 @@ __device__ __forceinline__ void store_vec(float *p, const float (&in)[V]) {
 // Version 2 forward.
 //
 // Bound: the op writes B*I*JE floats (94 MB at MNIST b128) and reads only
-// u (4.7 MB) and W (5.9 MB), so it is a store-bandwidth kernel; the floor is
-// about 25 us on an H200. The design keeps every issued instruction useful
-// for that stream:
-//  - W[i, je0:je0+V, :] goes into registers once per block (its loads are in
-//    flight while u is staged) and serves all BT rows of the block.
-//  - The block's u rows (BT x K floats, I*K apart in memory) are staged in
-//    shared memory with one cooperative load; each row is then a broadcast
-//    16-byte shared read for all threads.
-//  - Each thread stores V consecutive outputs (a 16-byte store for V = 4);
-//    a warp stores 32*V*4 contiguous bytes of one u_hat row (rows of
-//    different b are I*JE apart, so a warp straddling two rows issues two
-//    full segments).
-//  - Per output: K FMAs, 1/V of a store, KM/(4V) shared loads.
+// u (4.7 MB) and W (5.9 MB): a store-bandwidth kernel whose floor is about
+// 25 us on an H200 (a memset of u_hat takes 25 us there). Design:
+//  - a block owns one input capsule i and a tile of BT = 128 batch rows;
+//  - W[i, je0:je0+V, :] goes into registers once per block (its loads are
+//    in flight while u is staged) and serves all the block's rows;
+//  - the block's u rows (BT x K floats, I*K apart in memory) are staged in
+//    shared memory by one cooperative load; each row is then a broadcast
+//    16-byte shared read;
+//  - each thread stores V consecutive outputs per row; a warp stores 32*V*4
+//    contiguous bytes of a u_hat row (two segments where it straddles two
+//    rows), with evict-first stores.
+// V*KM <= 16 (V = 2 at K = 8) measured best: more blocks per SM beat wider
+// stores, and evict-first stores gained ~7%. Measured on an H200
+// (2026-11-21, median of 30): MNIST b128 33-35 us (memset of u_hat 25 us),
+// b512 128 us (memset 87), wide 66 us (memset 34; at K = 16 the FMAs weigh).
 // ---------------------------------------------------------------------------
-template <int KM, int V, bool STREAM>
+constexpr int kForwardRows = 128;
+
+template <int KM, int V>
 __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__restrict__ u,
                                                               const float *__restrict__ W,
                                                               float *__restrict__ u_hat, i64 B, i64 I, int JE, int K,
@@ -348,10 +360,9 @@ __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__res
             __syncthreads();
             if (!col_ok) continue;
             float *out = u_hat + ((b0 + y) * I + i) * JE + je0;
-#pragma unroll 4
             for (int r = y; r < nrows; r += TY, out += out_step) {
                 float ur[KM];
-                load_u_row<KM>(ur, u_s + r * KM);
+                load_smem_row<KM>(ur, u_s + r * KM);
                 float acc[V];
 #pragma unroll
                 for (int v = 0; v < V; ++v) {
@@ -359,377 +370,310 @@ __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__res
 #pragma unroll
                     for (int k = 0; k < KM; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
                 }
-                store_vec<V, STREAM>(out, acc);
+                store_vec_streaming<V>(out, acc);
             }
         }
     }
 }
 
 // ---------------------------------------------------------------------------
-// Versions 2 and 3 backward: one kernel body, three flavours.
-//   GU only  (v2 grad_u): grid (I, batch tiles). W[i, je0:je0+V, :] in
-//            registers; per row, a thread's partial grad_u over its V je
-//            (KM values) goes to shared memory and the block sums the TX
-//            partials of each row (below).
-//   GW only  (v2 grad_W): grid (I). A thread accumulates grad_W[i, je0:+V, :]
-//            (V*KM registers) over its rows (y, y+TY, ...) of all B; u rows
-//            come from shared memory; at the end the TY partials of each
-//            column are summed through shared memory.
-//   GU + GW  (v3 fused): grid (I), all rows: both of the above on each g
-//            vector, which is read exactly once (94 MB at MNIST b128, ~21 us
-//            at the H200's read bandwidth; the arithmetic is 2*K FMAs per g
-//            element).
+// Version 2 grad_W: grad_W[i, je, k] = sum_b g[b, i, je] * u[b, i, k].
 //
-// Keeping HBM busy needs many bytes in flight per SM (tens of KB), more than
-// registers allow next to W and the accumulators. So g goes through a
-// per-thread ring in shared memory filled by cp.async: each thread copies
-// exactly the V-float vectors it will use, D steps ahead, and waits only for
-// its own copies (no barrier is needed for the ring).
-//
-// Rows are processed in steps of SR = TY*R rows (R rows per thread). In the
-// GU flavours a step ends with the block-level sum: partials are stored as
-// part_s[row][q][x] (float4 q = k/4, x = column group; conflict-free both
-// ways), and TPO threads (a power of two, an aligned lane group) sum each
-// (row, q) over x, finished by shuffles.
-// When JE/V > 256 the column chunks are the outer loop (the grad_W
-// accumulators live across all rows); the grad_u of later chunks is added
-// to the stored one by the same thread that stored it.
+// A block owns one input capsule i and walks all B rows; thread (x, y) owns
+// V consecutive je (column group x) and accumulates V x KM sums in
+// registers over rows y, y + TY, ...; u rows come from shared memory (a
+// broadcast). Keeping HBM busy needs tens of KB in flight per SM, more than
+// registers allow next to the accumulators, so g goes through a per-thread
+// ring in shared memory filled by cp.async: each thread copies exactly the
+// V-float vectors it will use, D-1 steps of R rows ahead, and waits only for
+// its own copies (no barrier for the ring). At the end the TY partial sums
+// of each column are added through shared memory and stored.
+// Measured on an H200 (2026-11-21): MNIST b128 48.5 us, b512 122 us, wide
+// 82 us (the tiled kernel below, without its grad_u part, was 47 / 144 / 108).
 // ---------------------------------------------------------------------------
-struct BwdArgs {
-    i64 B, I;
-    int JE, K;
-    int RT;  // rows per tile (u_s holds RT rows)
-    int TX, TY, TPO;
-    bool w_vec, u_vec, gW_vec, gu_vec;
-};
+constexpr int kRingStages = 3;  // D: the ring holds D steps, D-1 in flight
 
-constexpr int kStages = 3;  // cp.async ring depth: D-1 steps in flight
-
-// Rows per thread per step: R*KM <= 32 keeps part_s within 32 KB and
-// R*V <= 16 the ring within 48 KB.
+// Rows per thread per step: R*V <= 16 floats keeps the ring within 48 KB.
 template <int KM, int V>
-constexpr int bwd_rows() {
-    return (32 / KM) < (16 / V) ? (32 / KM) : (16 / V);
+__host__ __device__ constexpr int ring_rows() {
+    return imin(32 / KM, 16 / V);
 }
 
-// Shared memory of backward_kernel, in float4 units: u_s, then the partials /
-// grad_W reduction area, then the ring.
-template <int KM, int V, bool GU, bool GW>
-struct BwdSmem {
-    static constexpr int Q = KM / 4, R = bwd_rows<KM, V>();
-    __host__ __device__ static int u_f4(int RT) { return GW ? RT * Q : 0; }
-    __host__ __device__ static int red_f4(int TX, int TY) {
-        const int part = GU ? TY * R * Q * TX : 0;
-        const int wred = GW ? TY * TX * V * Q : 0;
-        return part > wred ? part : wred;
-    }
-    __host__ __device__ static int ring_f4() { return kStages * R * kThreads * V / 4; }
+struct GradWArgs {
+    i64 B, I;
+    int JE, K;
+    int RT;  // rows of u staged at a time
+    int TX, TY;
+    bool u_vec, gW_vec;  // K == KM and the pointer 16-byte aligned
+};
+
+template <int KM, int V>
+struct GradWSmem {  // in float4 units: u_s, the grad_W reduction, the ring
+    static constexpr int Q = KM / 4, R = ring_rows<KM, V>();
+    __host__ __device__ static int u_f4(int RT) { return RT * Q; }
+    __host__ __device__ static int red_f4(int TX, int TY) { return TY * TX * V * Q; }
+    __host__ __device__ static int ring_f4() { return kRingStages * R * kThreads * V / 4; }
     static size_t bytes(int RT, int TX, int TY) {
         return size_t(u_f4(RT) + red_f4(TX, TY) + ring_f4()) * sizeof(float4);
     }
 };
 
-template <int KM, int V, bool GU, bool GW>
-__global__ void __launch_bounds__(kThreads) backward_kernel(const float *__restrict__ g, const float *__restrict__ u,
-                                                            const float *__restrict__ W, float *__restrict__ grad_u,
-                                                            float *__restrict__ grad_W, BwdArgs a) {
-    using Smem = BwdSmem<KM, V, GU, GW>;
-    constexpr int Q = KM / 4, R = Smem::R, D = kStages;
+template <int KM, int V>
+__global__ void __launch_bounds__(kThreads) grad_W_v2_kernel(const float *__restrict__ g, const float *__restrict__ u,
+                                                             float *__restrict__ grad_W, GradWArgs a) {
+    using Smem = GradWSmem<KM, V>;
+    constexpr int Q = KM / 4, R = Smem::R, D = kRingStages;
     extern __shared__ float4 smem_f4[];
-    float *u_s = reinterpret_cast<float *>(smem_f4);                  // [RT][KM]
-    float4 *red_s = smem_f4 + Smem::u_f4(a.RT);                       // part_s or grad_W partials
-    float *ring = reinterpret_cast<float *>(red_s + Smem::red_f4(a.TX, a.TY));  // [D][R][kThreads][V]
+    float *const u_s = reinterpret_cast<float *>(smem_f4);                            // [RT][KM]
+    float4 *const red_s = smem_f4 + Smem::u_f4(a.RT);                                 // [TY][TX][V][Q]
+    float *const ring = reinterpret_cast<float *>(red_s + Smem::red_f4(a.TX, a.TY));  // [D][R][kThreads][V]
 
     const int t = threadIdx.x;
     const int TX = a.TX, TY = a.TY, SR = TY * R;
     const int x = t % TX, y = t / TX;
-    const i64 i = blockIdx.x;
-    const i64 I = a.I, B = a.B;
+    const i64 i = blockIdx.x, I = a.I, B = a.B;
     const int JE = a.JE, K = a.K;
     const int groups = JE / V;
-    const i64 g_row_step = I * JE;  // from g[b, i, :] to g[b+1, i, :]
-    const i64 ntiles = (B + a.RT - 1) / a.RT;
 
     for (int c0 = 0; c0 < groups; c0 += TX) {
         const int cg = c0 + x;
         const bool col_ok = y < TY && cg < groups;
         const int je0 = col_ok ? cg * V : 0;
-        const int ncols = min(TX, groups - c0);  // valid x in this chunk
-        const float *g_col = g + i * JE + je0;   // g[0, i, je0]
+        const int ncols = min(TX, groups - c0);
+        const float *g_col = g + i * JE + je0;  // g[0, i, je0]
 
-        float w[V][KM];
         float acc[V][KM];
 #pragma unroll
         for (int v = 0; v < V; ++v)
 #pragma unroll
-            for (int k = 0; k < KM; ++k) w[v][k] = acc[v][k] = 0.0f;
-        if (GU && col_ok) load_rows<KM, V>(w, W, i * JE + je0, K, a.w_vec);
+            for (int k = 0; k < KM; ++k) acc[v][k] = 0.0f;
 
-        for (i64 tile = blockIdx.y; tile < ntiles; tile += gridDim.y) {
-            const i64 tb = tile * a.RT;
+        for (i64 tb = 0; tb < B; tb += a.RT) {
             const int nrows = static_cast<int>(min64(a.RT, B - tb));
             const int nsteps = (nrows + SR - 1) / SR;
-            if (GW) {
-                __syncthreads();  // the previous tile's readers are done with u_s
-                stage_u<KM>(u_s, u, tb, nrows, I, i, K, a.u_vec);
-            }
-            // Copies of step s's g vectors into ring slot s % D; always
-            // commits a group (maybe empty) so the group count stays uniform.
+            __syncthreads();  // the previous tile's readers are done with u_s
+            stage_u<KM>(u_s, u, tb, nrows, I, i, K, a.u_vec);
+            // Copies step s's g vectors into ring slot s % D; always commits
+            // a group (maybe empty) so the group count stays uniform.
             auto issue = [&](int s) {
                 if (col_ok && s < nsteps) {
                     float *slot = ring + (s % D) * R * kThreads * V + t * V;
-#pragma unroll
                     for (int rr = 0; rr < R; ++rr) {
                         const int r = s * SR + rr * TY + y;
                         if (r < nrows)
-                            __pipeline_memcpy_async(slot + rr * kThreads * V, g_col + (tb + r) * g_row_step,
+                            __pipeline_memcpy_async(slot + rr * kThreads * V, g_col + (tb + r) * I * JE,
                                                     V * sizeof(float));
                     }
                 }
                 __pipeline_commit();
             };
-#pragma unroll
             for (int d = 0; d < D - 1; ++d) issue(d);
-            if (GW) __syncthreads();  // u_s is staged
-
+            __syncthreads();  // u_s is staged
             for (int s = 0; s < nsteps; ++s) {
                 issue(s + D - 1);
                 __pipeline_wait_prior(D - 1);  // this thread's copies of step s have landed
                 const float *slot = ring + (s % D) * R * kThreads * V + t * V;
-                const int r0 = s * SR;
 #pragma unroll
                 for (int rr = 0; rr < R; ++rr) {
-                    const int sr = rr * TY + y;  // row within the step
-                    if (!(col_ok && r0 + sr < nrows)) continue;
-                    float gv[V];
+                    const int r = s * SR + rr * TY + y;
+                    if (!(col_ok && r < nrows)) continue;
+                    float gv[V], ur[KM];
                     load_smem_vec<V>(gv, slot + rr * kThreads * V);
-                    if (GW) {
-                        float ur[KM];
-                        load_u_row<KM>(ur, u_s + (r0 + sr) * KM);
+                    load_smem_row<KM>(ur, u_s + r * KM);
 #pragma unroll
-                        for (int v = 0; v < V; ++v)
+                    for (int v = 0; v < V; ++v)
 #pragma unroll
-                            for (int k = 0; k < KM; ++k) acc[v][k] = fmaf(gv[v], ur[k], acc[v][k]);
-                    }
-                    if (GU) {
-                        float p[KM];
-#pragma unroll
-                        for (int k = 0; k < KM; ++k) {
-                            p[k] = 0.0f;
-#pragma unroll
-                            for (int v = 0; v < V; ++v) p[k] = fmaf(gv[v], w[v][k], p[k]);
-                        }
-#pragma unroll
-                        for (int q = 0; q < Q; ++q)
-                            red_s[(sr * Q + q) * TX + x] =
-                                make_float4(p[4 * q + 0], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
-                    }
-                }
-                if (GU) {
-                    __syncthreads();  // partials of the step are complete
-                    const int nq = min(SR, nrows - r0) * Q;
-                    const int TPO = a.TPO, lane_in_group = t % TPO;
-                    for (int q0 = 0; q0 < nq; q0 += kThreads / TPO) {  // uniform over the block
-                        const int o = q0 + t / TPO;                   // o = sr*Q + q
-                        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-                        if (o < nq) {
-                            const float4 *col = red_s + o * TX;
-                            for (int xx = lane_in_group; xx < ncols; xx += TPO) {
-                                const float4 pv = col[xx];
-                                sum.x += pv.x, sum.y += pv.y, sum.z += pv.z, sum.w += pv.w;
-                            }
-                        }
-                        for (int off = TPO / 2; off > 0; off /= 2) {
-                            sum.x += __shfl_xor_sync(0xffffffffu, sum.x, off);
-                            sum.y += __shfl_xor_sync(0xffffffffu, sum.y, off);
-                            sum.z += __shfl_xor_sync(0xffffffffu, sum.z, off);
-                            sum.w += __shfl_xor_sync(0xffffffffu, sum.w, off);
-                        }
-                        if (o < nq && lane_in_group == 0) {
-                            const int sr = o / Q, q = o % Q;
-                            float *dst = grad_u + ((tb + r0 + sr) * I + i) * K + 4 * q;
-                            if (a.gu_vec) {  // K == KM, grad_u 16-byte aligned
-                                float4 *d4 = reinterpret_cast<float4 *>(dst);
-                                if (c0 > 0) {
-                                    const float4 old = *d4;
-                                    sum.x += old.x, sum.y += old.y, sum.z += old.z, sum.w += old.w;
-                                }
-                                *d4 = sum;
-                            } else {
-                                const float sv[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-                                for (int c = 0; c < 4; ++c)
-                                    if (4 * q + c < K) dst[c] = c0 > 0 ? dst[c] + sv[c] : sv[c];
-                            }
-                        }
-                    }
-                    __syncthreads();  // part_s is free for the next step
+                        for (int k = 0; k < KM; ++k) acc[v][k] = fmaf(gv[v], ur[k], acc[v][k]);
                 }
             }
-            __pipeline_wait_prior(0);  // (only empty groups remain) the ring is idle
+            __pipeline_wait_prior(0);  // only empty groups remain: the ring is idle
         }
 
-        if (GW) {
-            // Sum the TY row-threads' partials of each column, then store.
-            __syncthreads();  // red_s is free
-            if (col_ok) {
+        // Sum the TY row-threads' partials of each column group and store.
+        __syncthreads();  // red_s is free (the previous chunk's readers are done)
+        if (col_ok) {
 #pragma unroll
-                for (int v = 0; v < V; ++v)
+            for (int v = 0; v < V; ++v)
 #pragma unroll
-                    for (int q = 0; q < Q; ++q)
-                        red_s[(y * TX + x) * V * Q + v * Q + q] =
-                            make_float4(acc[v][4 * q], acc[v][4 * q + 1], acc[v][4 * q + 2], acc[v][4 * q + 3]);
-            }
-            __syncthreads();
-            // o = xx*V*Q + v*Q + q: consecutive threads, consecutive 16 bytes
-            // of grad_W (when K == KM).
-            for (int o = t; o < ncols * V * Q; o += kThreads) {
-                float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-                for (int yy = 0; yy < TY; ++yy) {
-                    const float4 pv = red_s[yy * TX * V * Q + o];
-                    sum.x += pv.x, sum.y += pv.y, sum.z += pv.z, sum.w += pv.w;
-                }
-                const int xx = o / (V * Q), v = (o / Q) % V, q = o % Q;
-                float *dst = grad_W + (i * JE + i64(c0 + xx) * V + v) * K + 4 * q;
-                if (a.gW_vec) {  // K == KM, grad_W 16-byte aligned
-                    *reinterpret_cast<float4 *>(dst) = sum;
-                } else {
-                    const float sv[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        if (4 * q + c < K) dst[c] = sv[c];
-                }
-            }
+                for (int q = 0; q < Q; ++q)
+                    red_s[((y * TX + x) * V + v) * Q + q] =
+                        make_float4(acc[v][4 * q], acc[v][4 * q + 1], acc[v][4 * q + 2], acc[v][4 * q + 3]);
+        }
+        __syncthreads();
+        // o = (xx*V + v)*Q + q: consecutive threads write consecutive 16
+        // bytes of grad_W (when K == KM).
+        for (int o = t; o < ncols * V * Q; o += kThreads) {
+            float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int yy = 0; yy < TY; ++yy) add4(sum, red_s[yy * TX * V * Q + o]);
+            const i64 je = i64(c0) * V + o / Q;
+            const int q = o % Q;
+            store_quad(grad_W + (i * JE + je) * K + 4 * q, sum, 4 * q, K, a.gW_vec, false);
         }
     }
 }
 
 // ---------------------------------------------------------------------------
-// Tiled backward kernel (versions 2 and 3).
+// Version 2 grad_u and version 3 (fused): the tiled kernel.
 //
 // The two gradients want g in different orders: grad_W[i, je, :] reduces
 // over b (a thread owning je walks rows), grad_u[b, i, :] reduces over je (a
-// thread owning row b walks je). A "thread owns je" grad_u would have to sum
-// K partials per thread across all threads of a row, K times more data than
+// thread owning row b walks je). A "thread owns je" grad_u would sum K
+// partials per thread across the threads of a row, K times more data than
 // the g it read. So g goes through shared memory in tiles of 32 rows x JC
-// columns, and each part reads the tile in its own order:
-//  - grad_W: thread (xw, yw) owns VW consecutive je (column group xw) and
-//    accumulates VW x KM sums over rows yw, yw + TYW, ... of the tiles, with
-//    u[b, i, :] from the staged u rows (a broadcast). After the last tile of
-//    an (i, chunk) the TYW row-threads of each column are summed through a
-//    small shared buffer and stored.
+// columns, and each part reads a tile in its own order:
 //  - grad_u: lane = row of the tile, warp = one of 8 slices of the tile's
 //    columns; a lane walks its row's slice (conflict-free: the tile's row
 //    stride is padded so 32 rows hit distinct banks) against W[i, je, :]
-//    from shared memory (the same je for all lanes: a broadcast); then the
-//    8 slice partials of each (row, k) are summed and stored.
+//    from shared memory (the same je for all lanes: a broadcast); the 8
+//    slice partials of each (row, k) are then summed and stored.
+//  - grad_W (fused only): thread (xw, yw) owns VW consecutive je and
+//    accumulates VW x KM sums over rows yw, yw + TYW, ... of the tiles, with
+//    u[b, i, :] from the staged u rows (a broadcast). After the last tile of
+//    an (i, chunk) the TYW partials of each column are summed through a
+//    small shared buffer, one je of the VW per pass, and stored.
 //
-// The kernel is persistent: a grid of (blocks per SM x SMs) blocks walks the
-// work items (an input capsule i for fused and grad_W, an (i, 32-row tile)
-// for grad_u alone) as one sequence of steps (item, column chunk, tile),
-// and one cp.async pipeline of NS stages runs along that sequence: while a
-// step is computed, the next NS-1 steps' g tiles, u rows and W slices are
-// in flight, across item and chunk boundaries, so no block ever starts
-// cold and HBM keeps tens of KB per SM outstanding.
-// Columns come in chunks of JC <= 256 (128 for K = 16) so a stage stays
-// near 27 KB; for JE > JC the grad_u of later chunks is added to what the
-// first stored (the same block does all chunks of an item).
+// Work items: for the fused kernel an input capsule i (all B rows, so
+// grad_W[i] is complete in one block); for grad_u alone (i, group of 4
+// tiles). Each item is walked as (column chunk, tile) steps. The kernel is
+// persistent: a grid of (blocks per SM x SMs) blocks takes items
+// blockIdx.x, + gridDim.x, ..., and one cp.async pipeline of NS stages runs
+// along a block's whole sequence of steps, so the next NS-1 tiles are in
+// flight across item and chunk boundaries. W[i, chunk] is copied once per
+// (item, chunk) into one of NS rotating buffers: segment s uses buffer
+// s % NS, last used by segment s - NS, which ended at least NS steps
+// earlier, before the barrier that precedes the copy.
+// Columns come in chunks of JC <= 256 (128 at K = 16) to bound the stage
+// size; for JE > JC the grad_u of later chunks is added to what the first
+// stored (the same block, the same thread).
+//
+// Measured on an H200 (2026-11-21, median of 30): fused MNIST b128 67 us,
+// b512 215 us, wide 178 us; grad_u alone 44 / 135 / 96 us. The bound is
+// not HBM (43-48% of the copy bandwidth) but shared-memory traffic and
+// instruction issue at 2 blocks (16 warps) per SM: per g element the two
+// parts do 2*K FMAs plus ~12 bytes of shared-memory traffic. The fused
+// target of 27-40 us at MNIST b128 is not reached; a non-persistent grid
+// measured within +-6% of this one.
 // ---------------------------------------------------------------------------
 constexpr int kTileRows = 32;  // one row per lane in the grad_u part
+constexpr int kTileStages = 3;
+constexpr int kGradUTilesPerItem = 4;
 constexpr int kWarps = kThreads / 32;
 
 struct TiledArgs {
     i64 B, I;
     int JE, K;
-    int JC;        // columns per chunk (multiple of VEC)
+    int JC;        // columns per chunk (a multiple of VEC)
     int LDG;       // row stride of a staged g tile, in floats
     int TXW, TYW;  // grad_W layout: column groups x row-threads
     int nchunks;   // ceil(JE / JC)
-    int tiles;     // tiles per (item, chunk): all of B (GW), or 1 (grad_u alone)
-    i64 items;     // I (GW), or I * ceil(B / 32) (grad_u alone)
+    int tiles;     // tiles per (item, chunk)
+    i64 groups;    // items per input capsule (tile groups)
+    i64 items;     // I * groups
     bool w_vec, u_vec, gW_vec, gu_vec;  // K == KM and the pointer 16-byte aligned
 };
 
-// je per grad_W thread: VEC, but 2 for K = 16 (64 accumulators at most).
+// je per grad_W thread: VEC, but 2 at K = 16 (64 accumulators at most).
 template <int KM, int VEC>
 __host__ __device__ constexpr int grad_w_vec() {
     return KM == 16 && VEC == 4 ? 2 : VEC;
 }
 
-template <int KM, int VEC, bool GU, bool GW>
+template <int KM, bool GW>
 struct TiledSmem {  // in floats; every part a multiple of 4
-    // One stage: g tile [32][LDG], u rows [32][KM] (GW), W slice [JC][KM] (GU).
+    // A stage: g tile [32][LDG], then u rows [32][KM] (fused).
     __host__ __device__ static int u_off(int LDG) { return kTileRows * LDG; }
-    __host__ __device__ static int w_off(int LDG) { return u_off(LDG) + (GW ? kTileRows * KM : 0); }
-    __host__ __device__ static int stage(int LDG, int JC) { return w_off(LDG) + (GU ? JC * KM : 0); }
-    // After the stages: the grad_u partials [kWarps][32][KM] (GU), also the
-    // grad_W reduction buffer [kThreads][KM] (GW).
-    __host__ __device__ static int buf() {
-        const int part = GU ? kWarps * kTileRows * KM : 0, wred = GW ? kThreads * KM : 0;
-        return part > wred ? part : wred;
+    __host__ __device__ static int stage(int LDG) { return u_off(LDG) + (GW ? kTileRows * KM : 0); }
+    // After the NS stages: NS W slices [JC][KM], then a buffer of
+    // kThreads*KM floats for the grad_u partials [kWarps][32][KM] and the
+    // grad_W reduction [TYW][TXW][KM].
+    __host__ __device__ static int w_off(int NS, int LDG) { return NS * stage(LDG); }
+    __host__ __device__ static int buf_off(int NS, int LDG, int JC) { return w_off(NS, LDG) + NS * JC * KM; }
+    static size_t bytes(int NS, int LDG, int JC) {
+        return size_t(buf_off(NS, LDG, JC) + kThreads * KM) * sizeof(float);
     }
-    static size_t bytes(int NS, int LDG, int JC) { return size_t(NS * stage(LDG, JC) + buf()) * sizeof(float); }
 };
 
-// Position in a block's sequence of steps.
+// A position in a block's sequence of steps. The item's input capsule and
+// first row are kept so that a step needs no 64-bit division.
 struct Cursor {
-    i64 item;
-    int c, m;  // column chunk, tile within the (item, chunk)
+    i64 item, i, tb0;  // item, its input capsule, its first row
+    int c, m;          // column chunk, tile within the (item, chunk)
+    int seg;           // (item, chunk) segments begun by this block
+    __device__ void start(i64 item_, const TiledArgs &a) {
+        item = item_, i = item_ / a.groups, tb0 = (item_ % a.groups) * a.tiles * kTileRows;
+        c = 0, m = 0;
+    }
     __device__ void advance(const TiledArgs &a) {
         if (++m == a.tiles) {
-            m = 0;
-            if (++c == a.nchunks) c = 0, item += gridDim.x;
+            m = 0, ++seg;
+            if (++c == a.nchunks) start(item + gridDim.x, a);
         }
     }
 };
 
-template <int KM, int VEC, bool GU, bool GW, int NS>
+template <int KM, int VEC, bool GW>
 __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float *__restrict__ g,
                                                                      const float *__restrict__ u,
                                                                      const float *__restrict__ W,
                                                                      float *__restrict__ grad_u,
                                                                      float *__restrict__ grad_W, TiledArgs a) {
-    using Smem = TiledSmem<KM, VEC, GU, GW>;
-    constexpr int Q = KM / 4, RT = kTileRows;
-    constexpr int VW = grad_w_vec<KM, VEC>();  // je per grad_W thread
+    using Smem = TiledSmem<KM, GW>;
+    constexpr int Q = KM / 4, RT = kTileRows, NS = kTileStages;
+    constexpr int VW = grad_w_vec<KM, VEC>();
     extern __shared__ float4 smem_f4[];
-    float *const stages = reinterpret_cast<float *>(smem_f4);
-    const int LDG = a.LDG, stage_size = Smem::stage(LDG, a.JC);
-    float4 *const buf = reinterpret_cast<float4 *>(stages + NS * stage_size);
+    float *const smem = reinterpret_cast<float *>(smem_f4);
+    const int LDG = a.LDG, stage_size = Smem::stage(LDG);
+    float *const w_slices = smem + Smem::w_off(NS, LDG);
+    float4 *const buf = reinterpret_cast<float4 *>(smem + Smem::buf_off(NS, LDG, a.JC));
 
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
     const i64 I = a.I, B = a.B;
     const int JE = a.JE, K = a.K;
-    const i64 ntiles_all = (B + RT - 1) / RT;
     const int xw = t % a.TXW, yw = t / a.TXW;
 
-    // Where a step's data lives: input capsule, first row, rows, columns.
+    // Where a step's data lives. Tiles past B (in the last group of
+    // grad_u alone) have nrows = 0: nothing is copied, computed or stored.
     struct Where {
         i64 i, tb;
         int nrows, c0, jc;
     };
     auto where = [&](const Cursor &s) {
         Where w;
-        const i64 tile = GW ? s.m : s.item % ntiles_all;  // grad_u alone: one tile per item
-        w.i = GW ? s.item : s.item / ntiles_all;
-        w.tb = tile * RT;
-        w.nrows = static_cast<int>(min64(RT, B - w.tb));
+        w.i = s.i;
+        w.tb = s.tb0 + i64(s.m) * RT;
+        w.nrows = static_cast<int>(B - w.tb < RT ? (B - w.tb > 0 ? B - w.tb : 0) : RT);
         w.c0 = s.c * a.JC;
         w.jc = min(a.JC, JE - w.c0);
         return w;
     };
 
-    // Copies step s's data into stage `st`; always commits a group (maybe
-    // empty) so that group counts stay uniform over the block.
+    // Staging layout of a tile of full width JC: thread t copies column
+    // group t % ngroups of rows t / ngroups + k * rstep (threads past
+    // rstep * ngroups copy nothing). Recomputed only for a narrower last chunk.
+    struct Staging {
+        int col, row0, rstep;
+    };
+    auto staging = [&](int jc) {
+        const int ngroups = jc / VEC;
+        Staging st;
+        st.rstep = kThreads / ngroups;
+        st.col = t % ngroups;
+        st.row0 = t / ngroups < st.rstep ? t / ngroups : RT;
+        return st;
+    };
+    const Staging full = staging(a.JC);
+
+    // Copies step s's g tile (and u rows) into stage st, and at the start of
+    // a segment its W slice; always commits a group (maybe empty) so the
+    // group counts stay uniform over the block.
     auto issue = [&](const Cursor &s, int st) {
         if (s.item < a.items) {
             const Where w = where(s);
-            float *gs = stages + st * stage_size;
-            const int ngroups = w.jc / VEC;
-            const int srs = kThreads / ngroups, sc = t % ngroups;  // thread t: column group sc of rows t/ngroups + k*srs
-            const float *src = g + (w.tb * I + w.i) * JE + w.c0 + sc * VEC;
-            for (int r = t / ngroups < srs ? t / ngroups : RT; r < w.nrows; r += srs)
-                __pipeline_memcpy_async(gs + r * LDG + sc * VEC, src + r * I * JE, VEC * sizeof(float));
+            float *gs = smem + st * stage_size;
+            const Staging sg = w.jc == a.JC ? full : staging(w.jc);
+            const float *src = g + (w.tb * I + w.i) * JE + w.c0 + sg.col * VEC;
+            for (int r = sg.row0; r < w.nrows; r += sg.rstep)
+                __pipeline_memcpy_async(gs + r * LDG + sg.col * VEC, src + r * I * JE, VEC * sizeof(float));
             if (GW) {
                 float *us = gs + Smem::u_off(LDG);
                 if (a.u_vec) {
@@ -743,8 +687,8 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
                     }
                 }
             }
-            if (GU) {
-                float *ws = gs + Smem::w_off(LDG);
+            if (s.m == 0) {
+                float *ws = w_slices + (s.seg % NS) * a.JC * KM;
                 if (a.w_vec) {
                     const float *src_w = W + (w.i * JE + w.c0) * KM;
                     for (int e = t; e < w.jc * Q; e += kThreads) __pipeline_memcpy_async(ws + 4 * e, src_w + 4 * e, 16);
@@ -760,23 +704,52 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
         __pipeline_commit();
     };
 
-    Cursor ahead{blockIdx.x, 0, 0}, cur{blockIdx.x, 0, 0};
-#pragma unroll
+    Cursor ahead, cur;
+    ahead.start(blockIdx.x, a), cur.start(blockIdx.x, a);
+    ahead.seg = cur.seg = 0;
     for (int n = 0; n < NS - 1; ++n) {
         issue(ahead, n);
         ahead.advance(a);
     }
-    float acc[VW][KM];
+    float acc[VW][KM];  // grad_W sums of this thread's column group (fused)
     for (int n = 0; cur.item < a.items; ++n, cur.advance(a)) {
-        __pipeline_wait_prior(NS - 2);  // this thread's copies for step n have landed
-        __syncthreads();                // everyone's have; everyone is done with step n-1
+        __pipeline_wait_prior(NS - 2);    // this thread's copies for step n have landed
+        __syncthreads();                  // everyone's have; everyone is done with step n-1
         issue(ahead, (n + NS - 1) % NS);  // refills step n-1's stage
         ahead.advance(a);
 
         const Where w = where(cur);
-        const float *gs = stages + (n % NS) * stage_size;
-        const bool w_ok = yw < a.TYW && xw < w.jc / VW;
+        const float *gs = smem + (n % NS) * stage_size;
 
+        // grad_u partials: lane = row, warp = slice of column groups.
+        {
+            const float *ws = w_slices + (cur.seg % NS) * a.JC * KM;
+            const int ngroups = w.jc / VEC;
+            const int per_warp = (ngroups + kWarps - 1) / kWarps;
+            const int q_end = min(ngroups, (warp + 1) * per_warp);
+            float p[KM];
+#pragma unroll
+            for (int k = 0; k < KM; ++k) p[k] = 0.0f;
+            if (lane < w.nrows) {
+                for (int q = warp * per_warp; q < q_end; ++q) {
+                    float gv[VEC];
+                    load_smem_vec<VEC>(gv, gs + lane * LDG + q * VEC);
+#pragma unroll
+                    for (int v = 0; v < VEC; ++v) {
+                        float wr[KM];
+                        load_smem_row<KM>(wr, ws + (q * VEC + v) * KM);
+#pragma unroll
+                        for (int k = 0; k < KM; ++k) p[k] = fmaf(gv[v], wr[k], p[k]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < Q; ++q)
+                buf[(warp * RT + lane) * Q + q] = make_float4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
+        }
+
+        // grad_W sums (fused), while the partials settle.
+        const bool w_ok = yw < a.TYW && xw < w.jc / VW;
         if (GW) {
             if (cur.m == 0) {
 #pragma unroll
@@ -786,13 +759,10 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
             }
             if (w_ok) {
                 const float *us = gs + Smem::u_off(LDG);
-#ifndef HC_NOUNROLL
-#pragma unroll 4
-#endif
                 for (int r = yw; r < w.nrows; r += a.TYW) {
                     float gv[VW], ur[KM];
                     load_smem_vec<VW>(gv, gs + r * LDG + xw * VW);
-                    load_u_row<KM>(ur, us + r * KM);
+                    load_smem_row<KM>(ur, us + r * KM);
 #pragma unroll
                     for (int v = 0; v < VW; ++v)
 #pragma unroll
@@ -801,60 +771,16 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
             }
         }
 
-        if (GU) {
-            const float *ws = gs + Smem::w_off(LDG);
-            const int ngroups = w.jc / VEC;
-            const int per_warp = (ngroups + kWarps - 1) / kWarps;
-            const int q_end = min(ngroups, (warp + 1) * per_warp);
-            float p[KM];
+        // grad_u: sum the 8 slices of each (row, quad) and store.
+        __syncthreads();
+        for (int o = t; o < w.nrows * Q; o += kThreads) {  // o = r*Q + q
+            float4 sum = buf[o];
 #pragma unroll
-            for (int k = 0; k < KM; ++k) p[k] = 0.0f;
-            if (lane < w.nrows) {
-#ifndef HC_NOUNROLL
-#pragma unroll 2
-#endif
-                for (int q = warp * per_warp; q < q_end; ++q) {
-                    float gv[VEC];
-                    load_smem_vec<VEC>(gv, gs + lane * LDG + q * VEC);
-#pragma unroll
-                    for (int v = 0; v < VEC; ++v) {
-                        float wr[KM];
-                        load_u_row<KM>(wr, ws + (q * VEC + v) * KM);
-#pragma unroll
-                        for (int k = 0; k < KM; ++k) p[k] = fmaf(gv[v], wr[k], p[k]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int q = 0; q < Q; ++q)
-                buf[(warp * RT + lane) * Q + q] = make_float4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
-            __syncthreads();  // all slices' partials are in buf
-            for (int o = t; o < w.nrows * Q; o += kThreads) {
-                float4 sum = buf[o];
-#pragma unroll
-                for (int s = 1; s < kWarps; ++s) {
-                    const float4 pv = buf[s * RT * Q + o];
-                    sum.x += pv.x, sum.y += pv.y, sum.z += pv.z, sum.w += pv.w;
-                }
-                const int r = o / Q, q = o % Q;
-                float *dst = grad_u + ((w.tb + r) * I + w.i) * K + 4 * q;
-                if (a.gu_vec) {
-                    float4 *d4 = reinterpret_cast<float4 *>(dst);
-                    if (w.c0 > 0) {
-                        const float4 old = *d4;
-                        sum.x += old.x, sum.y += old.y, sum.z += old.z, sum.w += old.w;
-                    }
-                    *d4 = sum;
-                } else {
-                    const float sv[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        if (4 * q + c < K) dst[c] = w.c0 > 0 ? dst[c] + sv[c] : sv[c];
-                }
-            }
-            // buf is rewritten only after the next step's barrier (or the
-            // barrier that opens the grad_W flush below).
+            for (int s = 1; s < kWarps; ++s) add4(sum, buf[s * RT * Q + o]);
+            const int r = o / Q, q = o % Q;
+            store_quad(grad_u + ((w.tb + r) * I + w.i) * K + 4 * q, sum, 4 * q, K, a.gu_vec, w.c0 > 0);
         }
+        // buf is rewritten only after the next barrier.
 
         if (GW && cur.m == a.tiles - 1) {
             // Last tile of (i, chunk): sum the TYW row-threads of each column
@@ -871,20 +797,9 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
                 __syncthreads();
                 for (int o = t; o < (w.jc / VW) * Q; o += kThreads) {  // o = xx*Q + q
                     float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-                    for (int y = 0; y < a.TYW; ++y) {
-                        const float4 pv = buf[y * a.TXW * Q + o];
-                        sum.x += pv.x, sum.y += pv.y, sum.z += pv.z, sum.w += pv.w;
-                    }
+                    for (int y = 0; y < a.TYW; ++y) add4(sum, buf[y * a.TXW * Q + o]);
                     const int je = w.c0 + (o / Q) * VW + v, q = o % Q;
-                    float *dst = grad_W + (w.i * JE + je) * K + 4 * q;
-                    if (a.gW_vec) {
-                        *reinterpret_cast<float4 *>(dst) = sum;
-                    } else {
-                        const float sv[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-                        for (int c = 0; c < 4; ++c)
-                            if (4 * q + c < K) dst[c] = sv[c];
-                    }
+                    store_quad(grad_W + (w.i * JE + je) * K + 4 * q, sum, 4 * q, K, a.gW_vec, false);
                 }
             }
         }
@@ -892,126 +807,94 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
     __pipeline_wait_prior(0);  // only empty groups remain
 }
 
-// Which shapes versions 2 and 3 take; the rest (K > 16, JE or I beyond the
-// int and grid ranges) use version 1's kernels, which handle any shape.
+// ---------------------------------------------------------------------------
+// Launchers of versions 2 and 3.
+// ---------------------------------------------------------------------------
+
+// Which shapes versions 2 and 3 take; the rest use version 1's kernels,
+// which handle any shape.
 bool tuned_supported(const PredictShape &s) {
     const i64 JE = s.out_caps * s.out_dim;
-    return s.in_dim <= kMaxKm && JE <= (i64(1) << 30) && s.in_caps <= INT_MAX;
+    return s.in_dim <= kMaxKm && JE <= (i64(1) << 30) && s.in_caps <= INT_MAX &&
+           (s.batch + kTileRows - 1) / kTileRows <= INT_MAX;
 }
 
-// ---- forward launch --------------------------------------------------------
+// Kernels needing more than 48 KB of shared memory must opt in.
+template <typename Kernel>
+cudaError_t allow_smem(Kernel kernel, size_t bytes) {
+    if (bytes <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
 
-// DEV KNOBS (to be fixed after measuring)
-int g_fwd_rows = 32;
-bool g_fwd_stream = false;
-int g_gu_rows = 32;
-int g_fwd_vregs = 64;
-
-template <int KM, int V, bool STREAM>
+template <int KM, int V>
 cudaError_t launch_forward_v2(const float *u, const float *W, float *u_hat, const PredictShape &s,
                               cudaStream_t stream) {
     const i64 B = s.batch, I = s.in_caps, JE = s.out_caps * s.out_dim;
     const int K = static_cast<int>(s.in_dim);
     const Layout l = make_layout(JE, V);
-    const int BT = static_cast<int>(std::min<i64>(g_fwd_rows, B));
+    const int BT = static_cast<int>(std::min<i64>(kForwardRows, B));
     const i64 ntiles = (B + BT - 1) / BT;
     const dim3 grid(static_cast<unsigned>(I), static_cast<unsigned>(std::min<i64>(ntiles, 65535)));
-    const bool w_vec = K == KM && aligned16(W);
-    const bool u_vec = K == KM && aligned16(u);
     const size_t smem = size_t(BT) * KM * sizeof(float);
-    forward_v2_kernel<KM, V, STREAM><<<grid, kThreads, smem, stream>>>(u, W, u_hat, B, I, static_cast<int>(JE), K,
-                                                                       BT, l.TX, l.TY, w_vec, u_vec);
+    forward_v2_kernel<KM, V><<<grid, kThreads, smem, stream>>>(u, W, u_hat, B, I, static_cast<int>(JE), K, BT, l.TX,
+                                                               l.TY, K == KM && aligned16(W), K == KM && aligned16(u));
     return cudaGetLastError();
-}
-
-template <int KM, int V>
-cudaError_t launch_forward_v2s(const float *u, const float *W, float *u_hat, const PredictShape &s,
-                               cudaStream_t stream) {
-    return g_fwd_stream ? launch_forward_v2<KM, V, true>(u, W, u_hat, s, stream)
-                        : launch_forward_v2<KM, V, false>(u, W, u_hat, s, stream);
 }
 
 template <int KM>
 cudaError_t forward_v2_km(const float *u, const float *W, float *u_hat, const PredictShape &s, cudaStream_t stream) {
+    switch (pick_v(s.out_caps * s.out_dim, KM, 16, {u_hat})) {
+        case 4:
+            if constexpr (4 * KM <= 16) return launch_forward_v2<KM, 4>(u, W, u_hat, s, stream);
+            [[fallthrough]];
+        case 2:
+            if constexpr (2 * KM <= 16) return launch_forward_v2<KM, 2>(u, W, u_hat, s, stream);
+            [[fallthrough]];
+        default: return launch_forward_v2<KM, 1>(u, W, u_hat, s, stream);
+    }
+}
+
+template <int KM, int V>
+cudaError_t launch_grad_W_v2(const float *g, const float *u, float *grad_W, const PredictShape &s,
+                             cudaStream_t stream) {
     const i64 JE = s.out_caps * s.out_dim;
-    switch (pick_v(JE, KM, g_fwd_vregs, {u_hat})) {
-        case 4: return launch_forward_v2s<KM, 4>(u, W, u_hat, s, stream);
-        case 2: return launch_forward_v2s<KM, 2>(u, W, u_hat, s, stream);
-        default: return launch_forward_v2s<KM, 1>(u, W, u_hat, s, stream);
-    }
-}
-
-cudaError_t forward_v2(const float *u, const float *W, float *u_hat, const PredictShape &s, cudaStream_t stream) {
-    if (!tuned_supported(s)) return forward_v1(u, W, u_hat, s, stream);
-    switch (padded_k(s.in_dim)) {
-        case 4: return forward_v2_km<4>(u, W, u_hat, s, stream);
-        case 8: return forward_v2_km<8>(u, W, u_hat, s, stream);
-        default: return forward_v2_km<16>(u, W, u_hat, s, stream);
-    }
-}
-
-// ---- backward launch -------------------------------------------------------
-
-enum class Flavour { grad_u, grad_W, fused };
-
-template <int KM, int V, bool GU, bool GW>
-cudaError_t launch_backward(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
-                            const PredictShape &s, cudaStream_t stream) {
-    using Smem = BwdSmem<KM, V, GU, GW>;
-    constexpr int R = Smem::R, Q = KM / 4;
-    const i64 B = s.batch, I = s.in_caps, JE = s.out_caps * s.out_dim;
     const int K = static_cast<int>(s.in_dim);
     const Layout l = make_layout(JE, V);
-
-    BwdArgs a;
-    a.B = B;
-    a.I = I;
+    GradWArgs a;
+    a.B = s.batch;
+    a.I = s.in_caps;
     a.JE = static_cast<int>(JE);
     a.K = K;
+    a.RT = static_cast<int>(std::min<i64>(2048 / KM, s.batch));  // 8 KB of u rows
     a.TX = l.TX;
     a.TY = l.TY;
-    // Rows per tile: GW walks all rows in one block (its grid is I), staging
-    // u for up to 8 KB of rows at a time; GU alone also splits the batch
-    // over blocks (grid I x B/RT).
-    a.RT = static_cast<int>(std::min<i64>(GW ? 2048 / KM : g_gu_rows, B));
-    // Lanes summing each (row, quad) of partials: spread the step's SR*Q
-    // sums over the block, at most 32 (one warp) and no more than needed to
-    // cover the TX partials.
-    {
-        const int nq = l.TY * R * Q;
-        int tpo = 1;
-        while (tpo * 2 * nq <= kThreads && tpo * 2 <= 32 && tpo < l.TX) tpo *= 2;
-        a.TPO = tpo;
-    }
-    a.w_vec = K == KM && aligned16(W);
     a.u_vec = K == KM && aligned16(u);
     a.gW_vec = K == KM && aligned16(grad_W);
-    a.gu_vec = K == KM && aligned16(grad_u);
-
-    const i64 ntiles = (B + a.RT - 1) / a.RT;
-    const unsigned grid_y = GW ? 1u : static_cast<unsigned>(std::min<i64>(ntiles, 65535));
-    const dim3 grid(static_cast<unsigned>(I), grid_y);
-    const size_t smem = Smem::bytes(a.RT, a.TX, a.TY);
-    auto kernel = backward_kernel<KM, V, GU, GW>;
-    if (smem > 48 * 1024) {
-        // Above the default limit a kernel must opt in (up to 227 KB on Hopper).
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem));
-        if (err != cudaSuccess) return err;
-    }
-    kernel<<<grid, kThreads, smem, stream>>>(g, u, W, grad_u, grad_W, a);
+    const size_t smem = GradWSmem<KM, V>::bytes(a.RT, a.TX, a.TY);
+    auto kernel = grad_W_v2_kernel<KM, V>;
+    cudaError_t err = allow_smem(kernel, smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<static_cast<unsigned>(s.in_caps), kThreads, smem, stream>>>(g, u, grad_W, a);
     return cudaGetLastError();
 }
 
-int g_bwd_tiled = 1;    // DEV KNOB
+// V*KM <= 32 keeps the grad_W accumulators within 32 registers.
+template <int KM>
+cudaError_t grad_W_v2_km(const float *g, const float *u, float *grad_W, const PredictShape &s, cudaStream_t stream) {
+    switch (pick_v(s.out_caps * s.out_dim, KM, 32, {g})) {
+        case 4:
+            if constexpr (4 * KM <= 32) return launch_grad_W_v2<KM, 4>(g, u, grad_W, s, stream);
+            [[fallthrough]];
+        case 2:
+            if constexpr (2 * KM <= 32) return launch_grad_W_v2<KM, 2>(g, u, grad_W, s, stream);
+            [[fallthrough]];
+        default: return launch_grad_W_v2<KM, 1>(g, u, grad_W, s, stream);
+    }
+}
 
-int g_stages = 3;  // DEV KNOB
-int g_persist = 1;  // DEV KNOB
-
-template <int KM, int VEC, bool GU, bool GW, int NS>
-cudaError_t launch_backward_tiled(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
-                                  const PredictShape &s, cudaStream_t stream) {
-    using Smem = TiledSmem<KM, VEC, GU, GW>;
+template <int KM, int VEC, bool GW>
+cudaError_t launch_tiled(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                         const PredictShape &s, cudaStream_t stream) {
     const i64 B = s.batch, I = s.in_caps, JE = s.out_caps * s.out_dim;
     const int K = static_cast<int>(s.in_dim);
     TiledArgs a;
@@ -1020,100 +903,76 @@ cudaError_t launch_backward_tiled(const float *g, const float *u, const float *W
     a.JE = static_cast<int>(JE);
     a.K = K;
     // Columns per chunk: at most 256 (one column group per grad_W thread)
-    // and 2048/KM (a stage stays near 27 KB).
+    // and 2048/KM (a stage stays near 22 KB).
     a.JC = static_cast<int>(std::min<i64>(JE, std::min(256, 2048 / KM)));
     // Row stride of a staged tile: odd in 16-byte units for VEC = 4 (odd in
-    // floats for VEC = 1) so the 32 rows read by a warp fall in distinct banks.
+    // floats for VEC = 1) so the 32 rows read by a warp hit distinct banks.
     if (VEC == 4) a.LDG = a.JC + ((a.JC / 4) % 2 == 0 ? 4 : 8);
     else a.LDG = a.JC % 2 == 0 ? a.JC + 1 : a.JC;
     a.TXW = a.JC / grad_w_vec<KM, VEC>();
     a.TYW = kThreads / a.TXW;
     a.nchunks = static_cast<int>((JE + a.JC - 1) / a.JC);
-    const i64 ntiles = (B + kTileRows - 1) / kTileRows;
-    if (GW) {
-        a.tiles = static_cast<int>(std::min<i64>(ntiles, INT_MAX));
-        a.items = I;
-    } else {
-        a.tiles = 1;
-        a.items = I * ntiles;
-    }
-    if (ntiles > INT_MAX) return cudaErrorInvalidValue;
+    const i64 ntiles = (B + kTileRows - 1) / kTileRows;  // <= INT_MAX (tuned_supported)
+    a.tiles = static_cast<int>(GW ? ntiles : std::min<i64>(ntiles, kGradUTilesPerItem));
+    a.groups = (ntiles + a.tiles - 1) / a.tiles;
+    a.items = I * a.groups;
     a.w_vec = K == KM && aligned16(W);
     a.u_vec = K == KM && aligned16(u);
     a.gW_vec = K == KM && aligned16(grad_W);
     a.gu_vec = K == KM && aligned16(grad_u);
 
-    const size_t smem = Smem::bytes(NS, a.LDG, a.JC);
-    auto kernel = backward_tiled_kernel<KM, VEC, GU, GW, NS>;
-    cudaError_t err = cudaSuccess;
-    if (smem > 48 * 1024) {
-        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        if (err != cudaSuccess) return err;
-    }
-    // Persistent grid: as many blocks as fit on the device at once.
+    const size_t smem = TiledSmem<KM, GW>::bytes(kTileStages, a.LDG, a.JC);
+    auto kernel = backward_tiled_kernel<KM, VEC, GW>;
+    cudaError_t err = allow_smem(kernel, smem);
+    if (err != cudaSuccess) return err;
+    // Persistent grid: as many blocks as are resident at once.
     DeviceLimits d;
     if ((err = device_limits(&d)) != cudaSuccess) return err;
     int per_sm = 0;
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
-    if (err != cudaSuccess) return err;
+    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem)) != cudaSuccess)
+        return err;
     if (per_sm < 1) return cudaErrorInvalidConfiguration;
-    const i64 blocks = g_persist ? std::min<i64>(a.items, i64(per_sm) * d.sms) : a.items;
+    const i64 blocks = std::min<i64>(a.items, i64(per_sm) * d.sms);
     kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(g, u, W, grad_u, grad_W, a);
     return cudaGetLastError();
 }
 
-template <int KM, bool GU, bool GW>
-cudaError_t backward_tiled_vec(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
-                               const PredictShape &s, cudaStream_t stream) {
-    const i64 JE = s.out_caps * s.out_dim;
-    if (JE % 4 == 0 && aligned16(g)) {
-        if (g_stages == 2) return launch_backward_tiled<KM, 4, GU, GW, 2>(g, u, W, grad_u, grad_W, s, stream);
-        if (g_stages == 4) return launch_backward_tiled<KM, 4, GU, GW, 4>(g, u, W, grad_u, grad_W, s, stream);
-        return launch_backward_tiled<KM, 4, GU, GW, 3>(g, u, W, grad_u, grad_W, s, stream);
-    }
-    return launch_backward_tiled<KM, 1, GU, GW, 3>(g, u, W, grad_u, grad_W, s, stream);
+// GW = false: grad_u alone (version 2); GW = true: both (version 3).
+template <int KM, bool GW>
+cudaError_t tiled_km(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                     const PredictShape &s, cudaStream_t stream) {
+    if ((s.out_caps * s.out_dim) % 4 == 0 && aligned16(g))
+        return launch_tiled<KM, 4, GW>(g, u, W, grad_u, grad_W, s, stream);
+    return launch_tiled<KM, 1, GW>(g, u, W, grad_u, grad_W, s, stream);
 }
 
-template <int KM, int V>
-cudaError_t backward_flavour(Flavour f, const float *g, const float *u, const float *W, float *grad_u,
-                             float *grad_W, const PredictShape &s, cudaStream_t stream) {
-    if (g_bwd_tiled) {
-        switch (f) {
-            case Flavour::grad_u: return backward_tiled_vec<KM, true, false>(g, u, W, grad_u, grad_W, s, stream);
-            case Flavour::grad_W: return backward_tiled_vec<KM, false, true>(g, u, W, grad_u, grad_W, s, stream);
-            default: return backward_tiled_vec<KM, true, true>(g, u, W, grad_u, grad_W, s, stream);
-        }
-    }
-    switch (f) {
-        case Flavour::grad_u: return launch_backward<KM, V, true, false>(g, u, W, grad_u, grad_W, s, stream);
-        case Flavour::grad_W: return launch_backward<KM, V, false, true>(g, u, W, grad_u, grad_W, s, stream);
-        default: return launch_backward<KM, V, true, true>(g, u, W, grad_u, grad_W, s, stream);
+// Calls f.template operator()<KM>() with K padded to KM.
+template <typename F>
+cudaError_t with_km(i64 K, F f) {
+    switch (padded_k(K)) {
+        case 4: return f(std::integral_constant<int, 4>());
+        case 8: return f(std::integral_constant<int, 8>());
+        default: return f(std::integral_constant<int, 16>());
     }
 }
 
-// V*KM <= 32 keeps W and the grad_W accumulators within 64 registers.
-template <int KM>
-cudaError_t backward_km(Flavour f, const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
-                        const PredictShape &s, cudaStream_t stream) {
-    const i64 JE = s.out_caps * s.out_dim;
-    switch (pick_v(JE, KM, 32, {g})) {
-        case 4:
-            if constexpr (4 * KM <= 32) return backward_flavour<KM, 4>(f, g, u, W, grad_u, grad_W, s, stream);
-            [[fallthrough]];
-        case 2:
-            if constexpr (2 * KM <= 32) return backward_flavour<KM, 2>(f, g, u, W, grad_u, grad_W, s, stream);
-            [[fallthrough]];
-        default: return backward_flavour<KM, 1>(f, g, u, W, grad_u, grad_W, s, stream);
-    }
+// ---- the versions ------------------------------------------------------------
+
+cudaError_t forward_v2(const float *u, const float *W, float *u_hat, const PredictShape &s, cudaStream_t stream) {
+    if (!tuned_supported(s)) return forward_v1(u, W, u_hat, s, stream);
+    return with_km(s.in_dim, [&](auto km) { return forward_v2_km<decltype(km)::value>(u, W, u_hat, s, stream); });
 }
 
-cudaError_t backward_tuned(Flavour f, const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
-                           const PredictShape &s, cudaStream_t stream) {
-    switch (padded_k(s.in_dim)) {
-        case 4: return backward_km<4>(f, g, u, W, grad_u, grad_W, s, stream);
-        case 8: return backward_km<8>(f, g, u, W, grad_u, grad_W, s, stream);
-        default: return backward_km<16>(f, g, u, W, grad_u, grad_W, s, stream);
-    }
+cudaError_t grad_u_v2(const float *g, const float *W, float *grad_u, const PredictShape &s, cudaStream_t stream) {
+    if (!tuned_supported(s)) return grad_u_v1(g, W, grad_u, s, stream);
+    return with_km(s.in_dim, [&](auto km) {
+        return tiled_km<decltype(km)::value, false>(g, nullptr, W, grad_u, nullptr, s, stream);
+    });
+}
+
+cudaError_t grad_W_v2(const float *g, const float *u, float *grad_W, const PredictShape &s, cudaStream_t stream) {
+    if (!tuned_supported(s)) return grad_W_v1(g, u, grad_W, s, stream);
+    return with_km(s.in_dim, [&](auto km) { return grad_W_v2_km<decltype(km)::value>(g, u, grad_W, s, stream); });
 }
 
 cudaError_t backward_v1(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
@@ -1122,26 +981,25 @@ cudaError_t backward_v1(const float *g, const float *u, const float *W, float *g
         cudaError_t err = grad_u_v1(g, W, grad_u, s, stream);
         if (err != cudaSuccess) return err;
     }
-    if (grad_W) return grad_W_v1(g, u, grad_W, s, stream);
-    return cudaSuccess;
+    return grad_W ? grad_W_v1(g, u, grad_W, s, stream) : cudaSuccess;
 }
 
 cudaError_t backward_v2(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
                         const PredictShape &s, cudaStream_t stream) {
-    if (!tuned_supported(s)) return backward_v1(g, u, W, grad_u, grad_W, s, stream);
     if (grad_u) {
-        cudaError_t err = backward_tuned(Flavour::grad_u, g, u, W, grad_u, grad_W, s, stream);
+        cudaError_t err = grad_u_v2(g, W, grad_u, s, stream);
         if (err != cudaSuccess) return err;
     }
-    if (grad_W) return backward_tuned(Flavour::grad_W, g, u, W, grad_u, grad_W, s, stream);
-    return cudaSuccess;
+    return grad_W ? grad_W_v2(g, u, grad_W, s, stream) : cudaSuccess;
 }
 
 cudaError_t backward_v3(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
                         const PredictShape &s, cudaStream_t stream) {
-    if (!tuned_supported(s)) return backward_v1(g, u, W, grad_u, grad_W, s, stream);
     if (!grad_u || !grad_W) return backward_v2(g, u, W, grad_u, grad_W, s, stream);
-    return backward_tuned(Flavour::fused, g, u, W, grad_u, grad_W, s, stream);
+    if (!tuned_supported(s)) return backward_v1(g, u, W, grad_u, grad_W, s, stream);
+    return with_km(s.in_dim, [&](auto km) {
+        return tiled_km<decltype(km)::value, true>(g, u, W, grad_u, grad_W, s, stream);
+    });
 }
 
 }  // namespace
