@@ -232,8 +232,15 @@ void grad_weight_register_tiles(PredictGradWeightStages &s, int batch_unroll) {
 // through shared memory first (stored batch-innermost, padded to 33 to avoid
 // bank conflicts) measured slower (325-337 us for both gradients at MNIST
 // b128) and needs more than 48 KB of shared memory at J*E = 512. The
-// hand-written kernels instead reduce over (e, j) across lanes; in Halide
-// that is an rfactor with a cross-lane reduction, the next thing to try.
+// hand-written kernels instead reduce over (e, j) across lanes. In Halide
+// that is an rfactor of the (e, j) reduction into 32 lane partial sums kept
+// in registers, W's slice and the partials staged in shared memory, and a
+// final sum over lanes; tried 2026-11-21, it generates one kernel of the
+// right shape, but bounds inference over the fused and split (e, j) RVars
+// makes the staged W region grow with the batch tile (an 8-k bound traps,
+// without it the shared allocation exceeds the launch limit). Next to try:
+// an explicit lane index in the algorithm, or a wrapper that states the
+// staged region.
 void grad_input_register_tiles(PredictGradInputStages &s, int ej_unroll, int i_threads = 4) {
     Var bo("bo"), bt("bt"), io("io"), it("it"), ko("ko"), ki("ki");
     s.grad_u.split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
