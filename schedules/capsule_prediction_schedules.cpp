@@ -132,7 +132,9 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
 // also staged (wrong bounds at tails, dropped), 4 e per thread as 16-byte
 // vectors (x4 accumulators, 148 us: Halide scalarises the guarded vector
 // stores and the 4 W loads per k are uncoalesced), vectorised shared reads of
-// u (Halide splits them into 8-byte pieces). The hand-written forward
+// u (Halide splits them into 8-byte pieces), the k reduction unrolled by 4
+// or 8 (guarded past K; 69-80 us, also with u staged: 69-76 us: each FMA
+// still needs its own u load). The hand-written forward
 // (reference/cuda, 37 us) keeps W rows in registers and reads u as 16-byte
 // broadcasts, which needs K known at compile time.
 void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {}); }
