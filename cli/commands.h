@@ -8,6 +8,9 @@ namespace halcaps::cli {
 
 // `halcaps predict`: capsule prediction forward (and --backward), checked and timed.
 void add_predict_command(CLI::App &app);
+// `halcaps digitcaps` and `halcaps route`: the DigitCaps layer and routing
+// (and with --backward their gradients), checked and timed on the CPU.
+void add_digitcaps_commands(CLI::App &app);
 // `halcaps bench`: every implementation side by side on standard shapes;
 // `command_line` is recorded in the JSON and Markdown it writes.
 void add_bench_command(CLI::App &app, const std::string &command_line);

@@ -9,27 +9,17 @@
 #include "Halide.h"
 
 #include "capsule_prediction_stages.h"
+#include "dense.h"
 #include "schedules/capsule_prediction_schedules.h"
 
 namespace {
 
 using namespace Halide;
+using halcaps::require_dense;
 
 // MNIST CapsNet shape (DESIGN.md §1.1): the estimates every schedule and
 // autoscheduler sees.
 constexpr int kBatch = 128, kInCaps = 1152, kInDim = 8, kOutCaps = 10, kOutDim = 16;
-
-// Every tensor crosses the API dense and row-major (runtime/ checks this before
-// any call), so say so here: zero-based dims and packed strides let Halide
-// simplify index arithmetic and prove the alignment of vector loads.
-template <typename T>
-void require_dense(T &buffer) {
-    Expr stride = 1;
-    for (int d = 0; d < buffer.dimensions(); d++) {
-        buffer.dim(d).set_min(0).set_stride(stride);
-        stride = stride * buffer.dim(d).extent();
-    }
-}
 
 class CapsulePredict : public Generator<CapsulePredict> {
 public:

@@ -4,6 +4,7 @@
 #include "halide_call.h"
 #include "hand_cuda.h"
 #include "kernel_registry.h"
+#include "operator_support.h"
 
 namespace halcaps {
 
@@ -12,42 +13,9 @@ namespace {
 using detail::ArgumentChecks;
 using detail::find_halide_kernel;
 using detail::HalideKernelEntry;
-
-Status check_device_ready(const char *op, Device device) {
-    if (device != Device::cuda) return Status::success();
-    if (!cuda_built()) {
-        return {StatusCode::device_unavailable,
-                std::string(op) + ": device cuda was asked for, but this build of halcaps has no CUDA support"};
-    }
-    if (!cuda_device_available()) {
-        return {StatusCode::device_unavailable, std::string(op) + ": device cuda was asked for, but no CUDA device is present"};
-    }
-    return Status::success();
-}
-
-// Every implementation name of `op` for `device`, for error messages.
-std::string implementation_names(const std::string &op, Device device) {
-    std::string out;
-    for (const auto &info : list_implementations()) {
-        if (info.op == op && info.device == device) out += (out.empty() ? "" : ", ") + info.implementation;
-    }
-    return out.empty() ? "none" : out;
-}
-
-Status find_kernel(const char *op, const char *generator, const std::string &implementation, Device device,
-                   const HalideKernelEntry **kernel) {
-    *kernel = find_halide_kernel(generator, implementation, device);
-    if (*kernel == nullptr) {
-        return {StatusCode::unknown_implementation,
-                std::string(op) + ": no implementation named '" + implementation + "' for device " +
-                    device_name(device) + "; available: " + implementation_names(op, device)};
-    }
-    return Status::success();
-}
-
-std::string chosen_implementation(const Options &options, Device device) {
-    return options.implementation.empty() ? default_implementation(device) : options.implementation;
-}
+using detail::check_device_ready;
+using detail::chosen_implementation;
+using detail::find_kernel;
 
 }  // namespace
 
@@ -69,7 +37,7 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     }
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = find_kernel(op, "capsule_predict", implementation, device, &kernel); !s.ok()) return s;
-    return detail::run_halide(op, kernel->function, device, options, u, W, u_hat);
+    return detail::run_halide(op, kernel->function, device, options, {u, W}, {u_hat});
 }
 
 Status predict_backward(const TensorView &g, const TensorView &u, const TensorView &W, const TensorView &grad_u,
@@ -96,8 +64,8 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     if (Status s = find_kernel(op, "capsule_predict_grad_weight", implementation, device, &grad_weight); !s.ok()) {
         return s;
     }
-    if (Status s = detail::run_halide(op, grad_input->function, device, options, g, W, grad_u); !s.ok()) return s;
-    return detail::run_halide(op, grad_weight->function, device, options, g, u, grad_W);
+    if (Status s = detail::run_halide(op, grad_input->function, device, options, {g, W}, {grad_u}); !s.ok()) return s;
+    return detail::run_halide(op, grad_weight->function, device, options, {g, u}, {grad_W});
 }
 
 std::vector<ImplementationInfo> list_implementations() {
@@ -115,6 +83,7 @@ std::vector<ImplementationInfo> list_implementations() {
     for (const auto &h : detail::hand_cuda_implementations()) {
         out.push_back({h.op, h.implementation, Device::cuda, h.description});
     }
+    detail::append_routing_implementations(out);
     return out;
 }
 

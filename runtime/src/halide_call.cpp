@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <utility>
 
 #include "cuda_support.h"
 
@@ -78,14 +79,49 @@ Status status_from_halide(const char *op, int error_code, const std::string &err
     return {StatusCode::internal_error, message};
 }
 
-Status run_halide(const char *op, HalideKernel3 kernel, Device device, const Options &options, const TensorView &in0,
-                  const TensorView &in1, const TensorView &out) {
+namespace {
+
+// Calls `function` as int(const void *, halide_buffer_t * x N).
+template <size_t... I>
+int call_with(void (*function)(), const void *user_context, halide_buffer_t *const *buffers,
+              std::index_sequence<I...>) {
+    using Function = int (*)(const void *, decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
+    return reinterpret_cast<Function>(function)(user_context, buffers[I]...);
+}
+
+template <size_t... N>
+int call_n(int n, void (*function)(), const void *user_context, halide_buffer_t *const *buffers,
+           std::index_sequence<N...>) {
+    int result = halide_error_code_generic_error;
+    // Exactly one N matches n.
+    ((N == static_cast<size_t>(n) ? (result = call_with(function, user_context, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
+    return result;
+}
+
+}  // namespace
+
+int HalideKernel::operator()(const void *user_context, halide_buffer_t *const *buffers) const {
+    return call_n(buffers_, function_, user_context, buffers, std::make_index_sequence<kMaxBuffers + 1>{});
+}
+
+Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
+                  const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs) {
     install_error_handler();
     CallContext call;
-    HalideTensor buffers[3] = {HalideTensor(in0), HalideTensor(in1), HalideTensor(out)};
+    std::vector<HalideTensor> tensors;
+    tensors.reserve(inputs.size() + outputs.size());
+    for (const auto &t : inputs) tensors.emplace_back(t);
+    for (const auto &t : outputs) tensors.emplace_back(t);
+    if (static_cast<int>(tensors.size()) != kernel.buffer_count()) {
+        return {StatusCode::internal_error, std::string(op) + ": kernel takes " +
+                                                std::to_string(kernel.buffer_count()) + " buffers, given " +
+                                                std::to_string(tensors.size())};
+    }
+    std::vector<halide_buffer_t *> raw;
+    for (auto &t : tensors) raw.push_back(t.raw());
 
     if (device == Device::cpu) {
-        int code = kernel(&call, buffers[0].raw(), buffers[1].raw(), buffers[2].raw());
+        int code = kernel(&call, raw.data());
         return status_from_halide(op, code, call.error_text);
     }
 
@@ -93,28 +129,31 @@ Status run_halide(const char *op, HalideKernel3 kernel, Device device, const Opt
         return {s.code, std::string(op) + ": " + s.message};
     }
     call.cuda_stream = options.cuda_stream;
-    const bool on_device = out.space == MemorySpace::cuda;
 
+    // Each tensor by its own memory space: device tensors are wrapped, host
+    // inputs marked for Halide to copy to the device, host outputs copied back.
     int code = halide_error_code_success;
-    if (on_device) {
-        for (auto &b : buffers) {
-            if (code == halide_error_code_success) code = wrap_device_pointer(&call, b.raw(), b.view().data);
+    for (size_t n = 0; n < tensors.size(); n++) {
+        const bool is_input = n < inputs.size();
+        if (tensors[n].view().space == MemorySpace::cuda) {
+            if (code == halide_error_code_success) code = wrap_device_pointer(&call, raw[n], tensors[n].view().data);
+            if (is_input) raw[n]->set_device_dirty(true);
+        } else if (is_input) {
+            raw[n]->set_host_dirty(true);
         }
-        for (int input = 0; input < 2; input++) buffers[input].raw()->set_device_dirty(true);
-    } else {
-        for (int input = 0; input < 2; input++) buffers[input].raw()->set_host_dirty(true);
     }
-    if (code == halide_error_code_success) {
-        code = kernel(&call, buffers[0].raw(), buffers[1].raw(), buffers[2].raw());
-    }
-    if (code == halide_error_code_success && !on_device) {
-        code = halide_copy_to_host(&call, buffers[2].raw());
+    if (code == halide_error_code_success) code = kernel(&call, raw.data());
+    for (size_t n = inputs.size(); n < tensors.size(); n++) {
+        if (code == halide_error_code_success && tensors[n].view().space == MemorySpace::host) {
+            code = halide_copy_to_host(&call, raw[n]);
+        }
     }
     // Let go of device memory: detach what the caller owns, free what Halide
     // allocated for host tensors. Keep the first error.
-    for (auto &b : buffers) {
-        if (b.raw()->device == 0) continue;
-        int release = on_device ? detach_device_pointer(&call, b.raw()) : halide_device_free(&call, b.raw());
+    for (size_t n = 0; n < tensors.size(); n++) {
+        if (raw[n]->device == 0) continue;
+        int release = tensors[n].view().space == MemorySpace::cuda ? detach_device_pointer(&call, raw[n])
+                                                                   : halide_device_free(&call, raw[n]);
         if (code == halide_error_code_success) code = release;
     }
     return status_from_halide(op, code, call.error_text);

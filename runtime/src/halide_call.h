@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "HalideRuntime.h"
@@ -33,14 +34,38 @@ private:
     halide_buffer_t buffer_{};
 };
 
-// Every Halide kernel of the capsule prediction family takes three buffers.
-using HalideKernel3 = int (*)(const void *user_context, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
+// An ahead-of-time compiled Halide pipeline: `int f(const void *user_context,
+// halide_buffer_t *...)` with its inputs first, then its outputs. Kernels
+// take different numbers of buffers (prediction 3, routing 3, the DigitCaps
+// backward 7), so the function is kept type-erased together with its buffer
+// count, which the constructor reads off the function's type.
+class HalideKernel {
+public:
+    static constexpr int kMaxBuffers = 8;
 
-// Runs `kernel` on (in0, in1) -> out on the given device. For CUDA with
-// device tensors the pointers are wrapped, never copied; with host tensors
-// Halide copies to and from the device and the call is synchronous.
-Status run_halide(const char *op, HalideKernel3 kernel, Device device, const Options &options, const TensorView &in0,
-                  const TensorView &in1, const TensorView &out);
+    HalideKernel() = default;
+    template <typename... Buffers>
+    HalideKernel(int (*function)(const void *, Buffers *...))
+        : function_(reinterpret_cast<void (*)()>(function)), buffers_(sizeof...(Buffers)) {
+        static_assert((std::is_same_v<Buffers, halide_buffer_t> && ...), "Halide kernels take halide_buffer_t pointers");
+        static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
+    }
+
+    int buffer_count() const { return buffers_; }
+    // Calls the kernel with buffers[0 .. buffer_count()).
+    int operator()(const void *user_context, halide_buffer_t *const *buffers) const;
+
+private:
+    void (*function_)() = nullptr;
+    int buffers_ = 0;
+};
+
+// Runs `kernel` on inputs -> outputs (in the kernel's argument order) on the
+// given device. For CUDA, a tensor in device memory is wrapped, never copied;
+// a host tensor is copied to the device (inputs) or back (outputs), and the
+// call is then synchronous.
+Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
+                  const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs);
 
 // Turns a Halide error code and the handler's text into a Status.
 Status status_from_halide(const char *op, int error_code, const std::string &error_text);

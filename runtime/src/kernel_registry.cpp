@@ -2,9 +2,12 @@
 
 namespace halcaps::detail {
 
-const HalideKernelEntry *find_halide_kernel(const std::string &generator, const std::string &schedule, Device device) {
+const HalideKernelEntry *find_halide_kernel(const std::string &generator, const std::string &schedule, Device device,
+                                            int iterations) {
     for (const auto &k : halide_kernels()) {
-        if (generator == k.generator && schedule == k.schedule && device == k.device) return &k;
+        if (generator == k.generator && schedule == k.schedule && device == k.device && iterations == k.iterations) {
+            return &k;
+        }
     }
     return nullptr;
 }

@@ -14,13 +14,16 @@ struct HalideKernelEntry {
     const char *generator;  // e.g. "capsule_predict"
     const char *schedule;   // e.g. "tuned"
     Device device;          // cpu or cuda
-    HalideKernel3 function;
+    int iterations;         // routing generators: the unrolled iteration count; 0 otherwise
+    HalideKernel function;
 };
 
 const std::vector<HalideKernelEntry> &halide_kernels();
 
-// Null when no kernel of that generator, schedule and device was built.
-const HalideKernelEntry *find_halide_kernel(const std::string &generator, const std::string &schedule, Device device);
+// Null when no kernel of that generator, schedule, device (and iteration
+// count, for the routing generators) was built.
+const HalideKernelEntry *find_halide_kernel(const std::string &generator, const std::string &schedule, Device device,
+                                            int iterations = 0);
 
 // The schedule names built for a generator and device, for error messages.
 std::string halide_schedule_names(const std::string &generator, Device device);

@@ -16,6 +16,7 @@ const char *status_code_name(StatusCode code) {
     case StatusCode::out_of_memory: return "out_of_memory";
     case StatusCode::cuda_error: return "cuda_error";
     case StatusCode::internal_error: return "internal_error";
+    case StatusCode::unsupported_iterations: return "unsupported_iterations";
     }
     return "unknown_status_code";
 }

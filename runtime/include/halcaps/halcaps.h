@@ -24,6 +24,7 @@ enum class StatusCode {
     out_of_memory,
     cuda_error,              // a CUDA call failed
     internal_error,          // a kernel reported an error the checks above should have caught
+    unsupported_iterations,  // routing: iterations < 1, or no kernel built for that count
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
@@ -81,12 +82,52 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
 Status predict_backward(const TensorView &g, const TensorView &u, const TensorView &W, const TensorView &grad_u,
                         const TensorView &grad_W, const Options &options = {});
 
+// ---- squash, dynamic routing and the DigitCaps layer (DESIGN.md §1.2) ----
+//
+//   squash(s) = (|s|^2 / (1 + |s|^2)) s / sqrt(|s|^2 + eps),  eps = 1e-9
+//
+// Routing runs `iterations` rounds of softmax over out_caps, weighted sum
+// over in_caps, squash and agreement update. The iteration count is unrolled
+// when the kernels are built: 1, 3 and 5 are built (list_implementations()
+// says which per implementation); others give unsupported_iterations.
+//
+// b0, the initial routing logits [in_caps, out_caps], may be an empty view
+// (TensorView{}: null data, empty shape), which means zeros.
+
+// v = squash(s) over the last dimension; s and v of any rank >= 1, same shape.
+Status squash(const TensorView &s, const TensorView &v, const Options &options = {});
+
+//   u_hat [B, I, J, E], b0 [I, J] or empty, v [B, J, E]
+Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations = 3,
+             const Options &options = {});
+
+// Prediction (u_hat = W u, never stored) followed by routing, in one pipeline.
+//   u [B, I, K], W [I, J, E, K], b0 [I, J] or empty, v [B, J, E]
+Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
+                 int iterations = 3, const Options &options = {});
+
+// Gradients of route through every iteration, given grad_v = dL/dv [B, J, E]:
+// grad_u_hat [B, I, J, E] and grad_b0 [I, J] (summed over the batch; may be an
+// empty view when not wanted). Implementations: "cpu" (hand-derived backward)
+// and "autodiff" (Halide's propagate_adjoints, scheduled by Li2018).
+Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
+                      const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations = 3,
+                      const Options &options = {});
+
+// Gradients of digitcaps: grad_u [B, I, K], grad_W [I, J, E, K], grad_b0 [I, J]
+// (may be an empty view). Implementations as for route_backward.
+Status digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &grad_v,
+                          const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
+                          int iterations = 3, const Options &options = {});
+
 // What can be run: one entry per (operator, implementation, device).
 struct ImplementationInfo {
-    std::string op;              // "predict" or "predict_backward"
-    std::string implementation;  // e.g. "cpu", "naive", "tuned"
+    std::string op;              // "predict", "predict_backward", "squash", "route", "route_backward",
+                                 // "digitcaps" or "digitcaps_backward"
+    std::string implementation;  // e.g. "cpu", "naive", "tuned", "stage_per_op", "autodiff"
     Device device;               // cpu or cuda
     std::string description;
+    std::vector<int> iterations;  // routing ops: the iteration counts built; empty otherwise
 };
 std::vector<ImplementationInfo> list_implementations();
 std::string default_implementation(Device device);

@@ -1,0 +1,496 @@
+// Squash, dynamic routing-by-agreement and the DigitCaps layer (DESIGN.md
+// §1.2), forward and backward: algorithms only. The generators name their
+// stages (digitcaps_stages.h) and hand them to the schedule picked by the
+// `schedule` generator parameter (schedules/digitcaps_schedules.cpp).
+//
+// The routing iterations are unrolled: a C++ loop builds one set of Funcs per
+// iteration, so the iteration count is a generator parameter fixed at build
+// time (schedules/kernels.cmake builds 1, 3 and 5).
+//
+// b0 is always an input; the runtime passes zeros when the caller gives none.
+#include <cfloat>
+
+#include "Halide.h"
+
+#include "dense.h"
+#include "digitcaps_stages.h"
+#include "schedules/digitcaps_schedules.h"
+
+namespace {
+
+using namespace Halide;
+using halcaps::require_dense;
+
+// MNIST CapsNet DigitCaps shape (DESIGN.md §1.1): the estimates every schedule
+// and autoscheduler sees.
+constexpr int kBatch = 128, kInCaps = 1152, kInDim = 8, kOutCaps = 10, kOutDim = 16;
+constexpr float kSquashEpsilon = 1e-9f;
+
+// A Func with a pure init 0 and one `+=` update of `term`, a sum over the
+// RDom `r` that `term` uses (named at the call for the reader).
+Func sum_over(const std::string &name, const std::vector<Var> &args, [[maybe_unused]] const RDom &r,
+              const Expr &term) {
+    Func f(name);
+    std::vector<Expr> a(args.begin(), args.end());
+    f(a) = 0.0f;
+    f(a) += term;
+    return f;
+}
+
+// The max over `r` (extent `extent`) of `term`, starting from `init`. Plainly
+// a reduction that overwrites its value; for Halide's autodiff, which cannot
+// differentiate such an update, a scan that keeps every partial maximum
+// (scan(n + 1) = max(scan(n), term(n))), whose last entry is the same value.
+Func max_over(const std::string &name, const std::vector<Var> &args, const RDom &r, Expr extent, const Expr &term,
+              const Expr &init, bool as_scan) {
+    std::vector<Expr> a(args.begin(), args.end());
+    Func f(name);
+    if (!as_scan) {
+        f(a) = init;
+        f(a) = max(f(a), term);
+        return f;
+    }
+    Func scan(name + "_scan");
+    Var n("n");
+    std::vector<Var> scan_args{n};
+    scan_args.insert(scan_args.end(), args.begin(), args.end());
+    std::vector<Expr> at_r{r.x}, after_r{r.x + 1}, at_end{extent};
+    for (const Expr &e : a) at_r.push_back(e), after_r.push_back(e), at_end.push_back(e);
+    scan(scan_args) = init;
+    scan(after_r) = max(scan(at_r), term);
+    f(a) = scan(at_end);
+    return f;
+}
+
+// squash over e of s(e, rows...):
+//   m = max(max_e |s_e|, FLT_MIN), t = s / m, n2t = |t|^2 (in [1, E] unless s = 0)
+//   |s|^2 / (1 + |s|^2) = n2c / (1 + n2c), n2c = min(m, 1e10)^2 n2t: beyond
+//       |s| = 1e10 the factor is 1 in float32 anyway, and this never overflows
+//   s / sqrt(|s|^2 + eps) = t w, w = 1 / sqrt(n2t + (eps / m) / m)  for m >= 1
+//                                  = m / sqrt(m^2 n2t + eps)         for m < 1
+// No step overflows or divides by zero for any finite s, so s = 0 gives 0 and
+// |s| from 1e-38 to 3e38 gives finite results.
+halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, const std::vector<Var> &rows, RDom re,
+                                   bool for_autodiff = false) {
+    halcaps::SquashStages q;
+    std::vector<Expr> at_r{re.x}, row_args;
+    for (const Var &v : rows) at_r.push_back(v), row_args.push_back(v);
+
+    q.max_abs = max_over(prefix + "_max_abs", rows, re, re.x.extent(), abs(s(at_r)), FLT_MIN, for_autodiff);
+
+    q.norm2_scaled = Func(prefix + "_norm2_scaled");
+    const Expr t_r = s(at_r) / q.max_abs(row_args);
+    q.norm2_scaled(row_args) = 0.0f;
+    q.norm2_scaled(row_args) += t_r * t_r;
+
+    std::vector<Expr> at_e{e};
+    for (const Var &v : rows) at_e.push_back(v);
+    std::vector<Var> v_args{e};
+    v_args.insert(v_args.end(), rows.begin(), rows.end());
+    const Expr m = q.max_abs(row_args), n2t = q.norm2_scaled(row_args);
+    const Expr mc = min(m, 1e10f);
+    const Expr n2c = mc * mc * n2t;
+    const Expr length_factor = n2c / (1.0f + n2c);
+    const Expr w = select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m) / m), m / sqrt(m * m * n2t + kSquashEpsilon));
+    q.v = Func(prefix + "_v");
+    q.v(v_args) = length_factor * w * (s(at_e) / m);
+    return q;
+}
+
+// The routing iterations over r.u_hat and r.b0 (both set by the caller);
+// fills r.iterations. `for_autodiff`: the maxima as scans (max_over).
+void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff = false) {
+    Var e = r.e, j = r.j, i = r.i, b = r.b;
+    for (int t = 0; t < iterations; t++) {
+        halcaps::RoutingIteration it;
+        const std::string p = "it" + std::to_string(t) + "_";
+        it.logits = Func(p + "logits");
+        if (t == 0) {
+            it.logits(j, i, b) = r.b0(j, i);
+        } else {
+            const auto &prev = r.iterations.back();
+            it.logits(j, i, b) = prev.logits(j, i, b) + prev.agreement(j, i, b);
+        }
+        // softmax over j, shifted by the largest logit so exp never overflows
+        it.logit_max = max_over(p + "logit_max", {i, b}, r.rj, r.rj.x.extent(), it.logits(r.rj, i, b),
+                                Float(32).min(), for_autodiff);
+        it.exp_sum = sum_over(p + "exp_sum", {i, b}, r.rj, exp(it.logits(r.rj, i, b) - it.logit_max(i, b)));
+        it.c = Func(p + "c");
+        it.c(j, i, b) = exp(it.logits(j, i, b) - it.logit_max(i, b)) / it.exp_sum(i, b);
+
+        it.s = sum_over(p + "s", {e, j, b}, r.ri, it.c(j, r.ri, b) * r.u_hat(e, j, r.ri, b));
+        it.squash = define_squash(p + "squash", it.s, e, {j, b}, r.re, for_autodiff);
+        if (t + 1 < iterations) {
+            it.agreement = sum_over(p + "agreement", {j, i, b}, r.re, r.u_hat(r.re, j, i, b) * it.squash.v(r.re, j, b));
+        }
+        r.iterations.push_back(it);
+    }
+}
+
+void set_routing_rdoms(halcaps::RoutingStages &r, Expr in_caps, Expr out_caps, Expr out_dim) {
+    r.e = Var("e"), r.j = Var("j"), r.i = Var("i"), r.b = Var("b");
+    r.ri = RDom(0, in_caps, "ri");
+    r.rj = RDom(0, out_caps, "rj");
+    r.re = RDom(0, out_dim, "re");
+}
+
+// u_hat(e, j, i, b) = sum_k W(k, e, j, i) u(k, i, b) (DESIGN.md §1.1), a Func
+// the routing reads wherever it needs u_hat: whether it is recomputed there or
+// staged is the schedule's choice.
+void define_prediction(halcaps::RoutingStages &r, Func u, Func W, Expr in_dim) {
+    r.u = u;
+    r.W = W;
+    r.rk = RDom(0, in_dim, "rk");
+    r.u_hat = sum_over("u_hat", {r.e, r.j, r.i, r.b}, r.rk, W(r.rk, r.e, r.j, r.i) * u(r.rk, r.i, r.b));
+}
+
+// The hand-derived backward (reference/digitcaps_f64.cpp, route_backward_impl):
+// from the last iteration to the first,
+//   grad_v[t]   = (last ? grad_v : 0) + sum_i g_logits[t+1] u_hat
+//   grad_s[t]   = squash backward
+//   grad_c      = grad_s . u_hat over e
+//   g_logits[t] = g_logits[t+1] + c (grad_c - sum_j c grad_c)
+//   grad_u_hat  = sum_t c[t] grad_s[t] + sum_{t<last} g_logits[t+1] v[t]
+//   grad_b0     = sum_b g_logits[0]
+void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
+    halcaps::RoutingStages &r = g.forward;
+    Var e = r.e, j = r.j, i = r.i, b = r.b;
+    const int n = static_cast<int>(r.iterations.size());
+    g.iterations.resize(n);
+    for (int t = n - 1; t >= 0; t--) {
+        const halcaps::RoutingIteration &f = r.iterations[t];
+        halcaps::RoutingBackwardIteration &it = g.iterations[t];
+        const std::string p = "bw" + std::to_string(t) + "_";
+        it.grad_v = Func(p + "grad_v");
+        if (t == n - 1) {
+            it.grad_v(e, j, b) = g.grad_v(e, j, b);
+        } else {
+            const Func &next_g_logits = g.iterations[t + 1].grad_logits;
+            it.grad_v_agree =
+                sum_over(p + "grad_v_agree", {e, j, b}, r.ri, next_g_logits(j, r.ri, b) * r.u_hat(e, j, r.ri, b));
+            it.grad_v(e, j, b) = it.grad_v_agree(e, j, b);
+        }
+        // Through squash, with t = s / m, n2t = |t|^2, n2 = |s|^2, f = |v| / |s|:
+        //   grad_s = f (grad_v + (2 / (1 + n2) - n2 / (n2 + eps)) t (t . grad_v) / n2t)
+        // (the reference's f'(n2) rewritten in the scaled quantities; n2 is
+        // clamped as in the forward, where the bracket's value no longer changes).
+        const halcaps::SquashStages &q = f.squash;
+        const Expr m = q.max_abs(j, b), n2t = q.norm2_scaled(j, b);
+        it.s_dot_grad_v = sum_over(p + "s_dot_grad_v", {j, b}, r.re, f.s(r.re, j, b) / m * it.grad_v(r.re, j, b));
+        const Expr mc = min(m, 1e10f), n2c = mc * mc * n2t;
+        const Expr length_factor = n2c / (1.0f + n2c);
+        const Expr w = select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m) / m),
+                              m / sqrt(m * m * n2t + kSquashEpsilon));
+        const Expr f_over = length_factor * w / m;  // |v| / |s|
+        const Expr bracket = 2.0f / (1.0f + n2c) - n2c / (n2c + kSquashEpsilon);
+        it.grad_s = Func(p + "grad_s");
+        it.grad_s(e, j, b) = f_over * (it.grad_v(e, j, b) + bracket * (f.s(e, j, b) / m) * it.s_dot_grad_v(j, b) /
+                                                                max(n2t, FLT_MIN));
+        it.grad_c = sum_over(p + "grad_c", {j, i, b}, r.re, it.grad_s(r.re, j, b) * r.u_hat(r.re, j, i, b));
+        it.c_dot_grad_c = sum_over(p + "c_dot_grad_c", {i, b}, r.rj, f.c(r.rj, i, b) * it.grad_c(r.rj, i, b));
+        it.grad_logits = Func(p + "grad_logits");
+        Expr softmax_term = f.c(j, i, b) * (it.grad_c(j, i, b) - it.c_dot_grad_c(i, b));
+        if (t + 1 < n) softmax_term = g.iterations[t + 1].grad_logits(j, i, b) + softmax_term;
+        it.grad_logits(j, i, b) = softmax_term;
+    }
+    Expr grad = 0.0f;
+    for (int t = 0; t < n; t++) {
+        grad = grad + r.iterations[t].c(j, i, b) * g.iterations[t].grad_s(e, j, b);
+        if (t + 1 < n) grad = grad + g.iterations[t + 1].grad_logits(j, i, b) * r.iterations[t].squash.v(e, j, b);
+    }
+    g.grad_u_hat = Func("grad_u_hat_value");
+    g.grad_u_hat(e, j, i, b) = grad;
+    g.rb = RDom(0, batch, "rb");
+    g.grad_b0 = sum_over("grad_b0_value", {j, i}, g.rb, g.iterations[0].grad_logits(j, i, g.rb));
+}
+
+// The prediction's two gradients of grad_u_hat (DESIGN.md §1.1).
+void define_prediction_backward(halcaps::RoutingBackwardStages &g, Expr out_dim, Expr out_caps) {
+    halcaps::RoutingStages &r = g.forward;
+    g.k = Var("k");
+    g.r_ej = RDom(0, out_dim, 0, out_caps, "r_ej");
+    g.grad_u = sum_over("grad_u_value", {g.k, r.i, r.b}, g.r_ej,
+                        g.grad_u_hat(g.r_ej.x, g.r_ej.y, r.i, r.b) * r.W(g.k, g.r_ej.x, g.r_ej.y, r.i));
+    g.grad_W = sum_over("grad_W_value", {g.k, r.e, r.j, r.i}, g.rb,
+                        g.grad_u_hat(r.e, r.j, r.i, g.rb) * r.u(g.k, r.i, g.rb));
+}
+
+// A Func that reads an input buffer: the autodiff needs Funcs to attach
+// adjoints to, and the schedules a handle to stage the input.
+template <typename Input>
+Func wrap(const std::string &name, Input &input) {
+    Func f(name);
+    f(_) = input(_);
+    return f;
+}
+
+// ------------------------------------------------------------------ squash --
+
+class Squash : public Generator<Squash> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+    Input<Buffer<float, 2>> s{"s"};   // (e, n): the runtime flattens every dim but the last into n
+    Output<Buffer<float, 2>> v{"v"};
+
+    void generate() {
+        halcaps::SquashGeneratorStages st;
+        st.e = Var("e"), st.n = Var("n");
+        Func s_in = wrap("s_in", s);
+        st.squash = define_squash("squash", s_in, st.e, {st.n}, RDom(0, s.dim(0).extent(), "re"));
+        v(st.e, st.n) = st.squash.v(st.e, st.n);
+        st.v = v;
+        require_dense(s), require_dense(v);
+        s.set_estimates({{0, kOutDim}, {0, kBatch * kOutCaps}});
+        v.set_estimates({{0, kOutDim}, {0, kBatch * kOutCaps}});
+        if (!using_autoscheduler()) halcaps::schedule_squash(schedule, get_target(), st);
+    }
+};
+
+// ----------------------------------------------------------------- routing --
+
+class Routing : public Generator<Routing> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 4>> u_hat{"u_hat"};  // (e, j, i, b)
+    Input<Buffer<float, 2>> b0{"b0"};        // (j, i)
+    Output<Buffer<float, 3>> v{"v"};         // (e, j, b)
+
+    void generate() {
+        halcaps::RoutingStages r;
+        set_routing_rdoms(r, u_hat.dim(2).extent(), u_hat.dim(1).extent(), u_hat.dim(0).extent());
+        r.u_hat = wrap("u_hat_in", u_hat);
+        r.b0 = wrap("b0_in", b0);
+        define_routing(r, iterations);
+        v(r.e, r.j, r.b) = r.iterations.back().squash.v(r.e, r.j, r.b);
+        r.v = v;
+        require_dense(u_hat), require_dense(b0), require_dense(v);
+        u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        if (!using_autoscheduler()) halcaps::schedule_routing(schedule, get_target(), r);
+    }
+};
+
+// --------------------------------------------------------------- digitcaps --
+
+class DigitCaps : public Generator<DigitCaps> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 3>> u{"u"};    // (k, i, b)
+    Input<Buffer<float, 4>> W{"W"};    // (k, e, j, i)
+    Input<Buffer<float, 2>> b0{"b0"};  // (j, i)
+    Output<Buffer<float, 3>> v{"v"};   // (e, j, b)
+
+    void generate() {
+        halcaps::RoutingStages r;
+        set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
+        define_prediction(r, wrap("u_in", u), wrap("W_in", W), u.dim(0).extent());
+        r.b0 = wrap("b0_in", b0);
+        define_routing(r, iterations);
+        v(r.e, r.j, r.b) = r.iterations.back().squash.v(r.e, r.j, r.b);
+        r.v = v;
+        require_dense(u), require_dense(W), require_dense(b0), require_dense(v);
+        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        if (!using_autoscheduler()) halcaps::schedule_digitcaps(schedule, get_target(), r);
+    }
+};
+
+// ----------------------------------------------- backward, hand-derived --
+
+class RoutingBackward : public Generator<RoutingBackward> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 4>> u_hat{"u_hat"};
+    Input<Buffer<float, 2>> b0{"b0"};
+    Input<Buffer<float, 3>> grad_v{"grad_v"};
+    Output<Buffer<float, 4>> grad_u_hat{"grad_u_hat"};
+    Output<Buffer<float, 2>> grad_b0{"grad_b0"};
+
+    void generate() {
+        halcaps::RoutingBackwardStages g;
+        halcaps::RoutingStages &r = g.forward;
+        set_routing_rdoms(r, u_hat.dim(2).extent(), u_hat.dim(1).extent(), u_hat.dim(0).extent());
+        r.u_hat = wrap("u_hat_in", u_hat);
+        r.b0 = wrap("b0_in", b0);
+        define_routing(r, iterations);
+        g.grad_v = wrap("grad_v_in", grad_v);
+        define_routing_backward(g, u_hat.dim(3).extent());
+        grad_u_hat(r.e, r.j, r.i, r.b) = g.grad_u_hat(r.e, r.j, r.i, r.b);
+        grad_b0(r.j, r.i) = g.grad_b0(r.j, r.i);
+        g.outputs = {grad_u_hat, grad_b0};
+        require_dense(u_hat), require_dense(b0), require_dense(grad_v);
+        require_dense(grad_u_hat), require_dense(grad_b0);
+        set_estimates();
+        if (!using_autoscheduler()) halcaps::schedule_routing_backward(schedule, get_target(), g);
+    }
+
+    void set_estimates() {
+        u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        grad_u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+    }
+};
+
+class DigitCapsBackward : public Generator<DigitCapsBackward> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 3>> u{"u"};
+    Input<Buffer<float, 4>> W{"W"};
+    Input<Buffer<float, 2>> b0{"b0"};
+    Input<Buffer<float, 3>> grad_v{"grad_v"};
+    Output<Buffer<float, 3>> grad_u{"grad_u"};
+    Output<Buffer<float, 4>> grad_W{"grad_W"};
+    Output<Buffer<float, 2>> grad_b0{"grad_b0"};
+
+    void generate() {
+        halcaps::RoutingBackwardStages g;
+        halcaps::RoutingStages &r = g.forward;
+        set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
+        define_prediction(r, wrap("u_in", u), wrap("W_in", W), u.dim(0).extent());
+        r.b0 = wrap("b0_in", b0);
+        define_routing(r, iterations);
+        g.grad_v = wrap("grad_v_in", grad_v);
+        define_routing_backward(g, u.dim(2).extent());
+        define_prediction_backward(g, W.dim(1).extent(), W.dim(2).extent());
+        grad_u(g.k, r.i, r.b) = g.grad_u(g.k, r.i, r.b);
+        grad_W(g.k, r.e, r.j, r.i) = g.grad_W(g.k, r.e, r.j, r.i);
+        grad_b0(r.j, r.i) = g.grad_b0(r.j, r.i);
+        g.outputs = {grad_u, grad_W, grad_b0};
+        require_dense(u), require_dense(W), require_dense(b0), require_dense(grad_v);
+        require_dense(grad_u), require_dense(grad_W), require_dense(grad_b0);
+        set_estimates();
+        if (!using_autoscheduler()) halcaps::schedule_digitcaps_backward(schedule, get_target(), g);
+    }
+
+    void set_estimates() {
+        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+    }
+};
+
+// ----------------------------------------------- backward, Halide autodiff --
+// propagate_adjoints differentiates the forward Funcs above; the adjoint
+// pipeline it builds is scheduled by the Li2018 gradient autoscheduler
+// (schedules/kernels.cmake), so these generators have no hand schedule.
+//
+// Which is faster on the CPU: the hand-derived backward. Measured 2026-11-21,
+// B=32 I=1152 K=8 J=10 E=16, 3 iterations, 2-core AMD EPYC: hand 68 ms,
+// autodiff 132 ms. The autodiff adjoints of the gathers (u_hat read by s,
+// agreement) are scatters, which it turns into extra reductions over every
+// index the forward read, and it keeps an adjoint Func per forward stage and
+// per scan step (the maxima had to become scans, max_over); the hand version
+// reuses the forward's c, s and v and fuses each iteration's terms of
+// grad_u_hat into one pure Func. NOT BUILT YET: at that size its gradients
+// were also wrong (rel l2 0.41; a Li2018 parallel-scatter race is the first
+// suspect) and at extents below the vector width it writes outputs out of
+// bounds (schedules/kernels.cmake).
+// Li2018 splits loops by factors chosen for the estimated (MNIST) sizes and
+// computes whole tiles past the edges, so the inputs are read through
+// repeat_edge (clamped indices): equal to the inputs wherever the outputs
+// are defined, and never read out of bounds at odd sizes.
+template <typename Input>
+Func clamped(const std::string &name, Input &input) {
+    Func f(name);
+    f(_) = BoundaryConditions::repeat_edge(input)(_);
+    return f;
+}
+
+class RoutingBackwardAutodiff : public Generator<RoutingBackwardAutodiff> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "autodiff"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 4>> u_hat{"u_hat"};
+    Input<Buffer<float, 2>> b0{"b0"};
+    Input<Buffer<float, 3>> grad_v{"grad_v"};
+    Output<Buffer<float, 4>> grad_u_hat{"grad_u_hat"};
+    Output<Buffer<float, 2>> grad_b0{"grad_b0"};
+
+    void generate() {
+        halcaps::RoutingStages r;
+        set_routing_rdoms(r, u_hat.dim(2).extent(), u_hat.dim(1).extent(), u_hat.dim(0).extent());
+        r.u_hat = clamped("u_hat_in", u_hat);
+        r.b0 = clamped("b0_in", b0);
+        define_routing(r, iterations, /*for_autodiff=*/true);
+        Func v = r.iterations.back().squash.v;
+        Func adjoint = clamped("grad_v_in", grad_v);
+        const Derivative d = propagate_adjoints(
+            v, adjoint, {{0, grad_v.dim(0).extent()}, {0, grad_v.dim(1).extent()}, {0, grad_v.dim(2).extent()}});
+        grad_u_hat(r.e, r.j, r.i, r.b) = d(r.u_hat)(r.e, r.j, r.i, r.b);
+        grad_b0(r.j, r.i) = d(r.b0)(r.j, r.i);
+        require_dense(u_hat), require_dense(b0), require_dense(grad_v);
+        require_dense(grad_u_hat), require_dense(grad_b0);
+        u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        grad_u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        if (!using_autoscheduler()) {
+            throw CompileError("routing_backward_autodiff is scheduled by an autoscheduler (schedules/kernels.cmake)");
+        }
+    }
+};
+
+class DigitCapsBackwardAutodiff : public Generator<DigitCapsBackwardAutodiff> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "autodiff"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 3>> u{"u"};
+    Input<Buffer<float, 4>> W{"W"};
+    Input<Buffer<float, 2>> b0{"b0"};
+    Input<Buffer<float, 3>> grad_v{"grad_v"};
+    Output<Buffer<float, 3>> grad_u{"grad_u"};
+    Output<Buffer<float, 4>> grad_W{"grad_W"};
+    Output<Buffer<float, 2>> grad_b0{"grad_b0"};
+
+    void generate() {
+        halcaps::RoutingStages r;
+        set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
+        define_prediction(r, clamped("u_in", u), clamped("W_in", W), u.dim(0).extent());
+        r.b0 = clamped("b0_in", b0);
+        define_routing(r, iterations, /*for_autodiff=*/true);
+        Func v = r.iterations.back().squash.v;
+        Func adjoint = clamped("grad_v_in", grad_v);
+        const Derivative d = propagate_adjoints(
+            v, adjoint, {{0, grad_v.dim(0).extent()}, {0, grad_v.dim(1).extent()}, {0, grad_v.dim(2).extent()}});
+        Var k("k");
+        grad_u(k, r.i, r.b) = d(r.u)(k, r.i, r.b);
+        grad_W(k, r.e, r.j, r.i) = d(r.W)(k, r.e, r.j, r.i);
+        grad_b0(r.j, r.i) = d(r.b0)(r.j, r.i);
+        require_dense(u), require_dense(W), require_dense(b0), require_dense(grad_v);
+        require_dense(grad_u), require_dense(grad_W), require_dense(grad_b0);
+        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        if (!using_autoscheduler()) {
+            throw CompileError("digitcaps_backward_autodiff is scheduled by an autoscheduler (schedules/kernels.cmake)");
+        }
+    }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(Squash, squash)
+HALIDE_REGISTER_GENERATOR(Routing, routing)
+HALIDE_REGISTER_GENERATOR(DigitCaps, digitcaps)
+HALIDE_REGISTER_GENERATOR(RoutingBackward, routing_backward)
+HALIDE_REGISTER_GENERATOR(DigitCapsBackward, digitcaps_backward)
+HALIDE_REGISTER_GENERATOR(RoutingBackwardAutodiff, routing_backward_autodiff)
+HALIDE_REGISTER_GENERATOR(DigitCapsBackwardAutodiff, digitcaps_backward_autodiff)

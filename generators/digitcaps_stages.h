@@ -1,0 +1,84 @@
+// The named stages of squash, dynamic routing and the DigitCaps layer
+// (DESIGN.md §1.2), handed by the generators (generators/digitcaps.cpp) to
+// the schedules (schedules/digitcaps_schedules.cpp). Every reduction is its
+// own Func with a pure init and one update, so a schedule can place it.
+//
+// Layouts, Halide dims innermost first:
+//   u_hat  [B, I, J, E] -> (e, j, i, b)      b0      [I, J]    -> (j, i)
+//   s, v   [B, J, E]    -> (e, j, b)          logits  [B, I, J] -> (j, i, b)
+//   u      [B, I, K]    -> (k, i, b)          W       [I, J, E, K] -> (k, e, j, i)
+#pragma once
+
+#include <vector>
+
+#include "Halide.h"
+
+namespace halcaps {
+
+// v(e, rows...) = squash of s(e, rows...) over e, computed from s / m with
+// m = max(max_e |s_e|, FLT_MIN) so that |s|^2 neither overflows nor
+// underflows (generators/digitcaps.cpp, define_squash).
+struct SquashStages {
+    Halide::Func max_abs;       // (rows...): max_e |s_e|, at least FLT_MIN; init + update over e
+    Halide::Func norm2_scaled;  // (rows...): |s / max_abs|^2; init + update over e
+    Halide::Func v;             // (e, rows...)
+};
+
+// One routing iteration, all per batch element b.
+struct RoutingIteration {
+    Halide::Func logits;      // (j, i, b): b0 for the first iteration, then + agreement
+    Halide::Func logit_max;   // (i, b): max over j; init + update
+    Halide::Func exp_sum;     // (i, b): sum over j of exp(logits - logit_max); init + update
+    Halide::Func c;           // (j, i, b): the coupling coefficients (softmax over j)
+    Halide::Func s;           // (e, j, b): sum over i of c * u_hat; init + update over ri
+    SquashStages squash;      // v(e, j, b) = squash(s)
+    Halide::Func agreement;   // (j, i, b): sum over e of u_hat * v; init + update over re.
+                              // Undefined for the last iteration.
+};
+
+struct RoutingStages {
+    Halide::Func u_hat;   // (e, j, i, b): the input (routing) or W u (digitcaps; init + update over rk)
+    Halide::Func b0;      // (j, i)
+    std::vector<RoutingIteration> iterations;
+    Halide::Func v;       // the output (e, j, b)
+    Halide::Var e, j, i, b;
+    Halide::RDom ri, rj, re;  // over in_caps, out_caps, out_dim
+    // DigitCaps only: the prediction's inputs and reduction.
+    Halide::Func u, W;    // (k, i, b), (k, e, j, i)
+    Halide::RDom rk;      // over in_dim
+};
+
+struct SquashGeneratorStages {
+    SquashStages squash;  // v(e, n)
+    Halide::Func v;       // output (e, n)
+    Halide::Var e, n;
+};
+
+// The hand-derived backward of one routing iteration t (reference/digitcaps_f64.cpp
+// gives the derivation), from g_logits[t+1] = dL/dlogits[t+1] (zero for the last).
+struct RoutingBackwardIteration {
+    Halide::Func grad_v;          // (e, j, b): dL/dv[t]
+    Halide::Func grad_v_agree;    // (e, j, b): sum over i of g_logits[t+1] * u_hat; init + update. Not last.
+    Halide::Func s_dot_grad_v;    // (j, b): (s / max_abs) . grad_v; init + update over re
+    Halide::Func grad_s;          // (e, j, b): through squash
+    Halide::Func grad_c;          // (j, i, b): grad_s . u_hat over e; init + update over re
+    Halide::Func c_dot_grad_c;    // (i, b): sum over j of c * grad_c; init + update
+    Halide::Func grad_logits;     // (j, i, b): dL/dlogits[t]
+};
+
+struct RoutingBackwardStages {
+    RoutingStages forward;                        // recomputed
+    Halide::Func grad_v;                          // input (e, j, b)
+    std::vector<RoutingBackwardIteration> iterations;  // indexed by forward iteration
+    Halide::Func grad_u_hat;                      // (e, j, i, b)
+    Halide::Func grad_b0;                         // output (j, i): init + update over rb
+    Halide::RDom rb;                              // over batch
+    // DigitCaps only: the prediction's gradients of grad_u_hat.
+    Halide::Func grad_u;                          // output (k, i, b): init + update over r_ej
+    Halide::Func grad_W;                          // output (k, e, j, i): init + update over rb
+    Halide::Var k;
+    Halide::RDom r_ej;                            // r_ej.x over out_dim, r_ej.y over out_caps
+    std::vector<Halide::Func> outputs;            // the generator's outputs: copies of the above
+};
+
+}  // namespace halcaps

@@ -1,0 +1,221 @@
+// Entry points for squash, routing and the DigitCaps layer, forward and
+// backward: argument checks, device and implementation choice, then the
+// Halide kernels (generators/digitcaps.cpp).
+#include <map>
+#include <set>
+
+#include "argument_checks.h"
+#include "halide_call.h"
+#include "kernel_registry.h"
+#include "operator_support.h"
+
+namespace halcaps {
+
+namespace {
+
+using detail::ArgumentChecks;
+using detail::HalideKernelEntry;
+
+// The API's op names and the generators that implement them. A backward op
+// has two generators: the hand-derived one (schedule "cpu") and Halide's
+// autodiff (schedule "autodiff").
+struct RoutingOp {
+    const char *op;
+    std::vector<const char *> generators;
+    const char *what;
+};
+const std::vector<RoutingOp> &routing_ops() {
+    static const std::vector<RoutingOp> ops = {
+        {"squash", {"squash"}, "squash over the last dimension"},
+        {"route", {"routing"}, "dynamic routing"},
+        {"route_backward", {"routing_backward", "routing_backward_autodiff"}, "routing gradients"},
+        {"digitcaps", {"digitcaps"}, "prediction + routing in one pipeline"},
+        {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
+    };
+    return ops;
+}
+
+const std::vector<const char *> &generators_of(const std::string &op) {
+    for (const auto &r : routing_ops()) {
+        if (op == r.op) return r.generators;
+    }
+    static const std::vector<const char *> none;
+    return none;
+}
+
+// An empty view (null data, no shape, no strides) stands for an optional
+// tensor left out. Anything else is checked as a tensor.
+bool is_absent(const TensorView &t) { return t.data == nullptr && t.shape.empty() && t.strides.empty(); }
+
+Status check_iterations(const char *op, int iterations) {
+    if (iterations >= 1) return Status::success();
+    return {StatusCode::unsupported_iterations,
+            std::string(op) + ": iterations is " + std::to_string(iterations) + "; it must be at least 1"};
+}
+
+// Zeros standing in for a b0 the caller left out, or scratch for a grad_b0
+// the caller does not want; a host tensor, which Halide copies to or from the
+// device when the kernel runs there.
+struct HostScratch {
+    std::vector<float> data;
+    TensorView view(int64_t in_caps, int64_t out_caps) {
+        data.assign(static_cast<size_t>(in_caps * out_caps), 0.0f);
+        TensorView v;
+        v.data = data.data();
+        v.shape = {in_caps, out_caps};
+        return v;
+    }
+};
+
+// The device, implementation and kernel for a routing op, once the tensors
+// passed their checks.
+Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &options, int iterations, Device *device,
+                   const HalideKernelEntry **kernel) {
+    *device = checks.resolve_device(options.device);
+    if (!checks.status().ok()) return checks.status();
+    if (Status s = check_iterations(op, iterations); !s.ok()) return s;
+    if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
+    const std::string implementation = detail::chosen_implementation(options, *device);
+    return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
+}
+
+}  // namespace
+
+Status squash(const TensorView &s, const TensorView &v, const Options &options) {
+    const char *op = "squash";
+    ArgumentChecks checks(op);
+    // Any rank >= 1; dims named so that messages say which one disagrees.
+    if (s.data != nullptr && s.shape.empty()) {
+        return {StatusCode::bad_rank, std::string(op) + ": s must have rank >= 1 [..., capsule_dim], got rank 0 []"};
+    }
+    std::vector<std::string> names;
+    for (size_t d = 0; d + 1 < s.shape.size(); d++) names.push_back("dim" + std::to_string(d));
+    names.push_back("capsule_dim");
+    std::vector<const char *> dims;
+    for (const auto &n : names) dims.push_back(n.c_str());
+    checks.tensor("s", s, dims);
+    checks.tensor("v", v, dims);
+    Device device = Device::cpu;
+    const HalideKernelEntry *kernel = nullptr;
+    // squash has no iterations; its kernel is registered with 0.
+    device = checks.resolve_device(options.device);
+    if (!checks.status().ok()) return checks.status();
+    if (Status st = detail::check_device_ready(op, device); !st.ok()) return st;
+    if (Status st = detail::find_kernel(op, "squash", detail::chosen_implementation(options, device), device, &kernel);
+        !st.ok()) {
+        return st;
+    }
+    // The kernel sees [rows, capsule_dim]: every dim but the last flattened.
+    const int64_t dim = s.shape.back(), rows = s.element_count() / dim;
+    TensorView s_flat = s, v_flat = v;
+    s_flat.shape = v_flat.shape = {rows, dim};
+    s_flat.strides.clear(), v_flat.strides.clear();
+    return detail::run_halide(op, kernel->function, device, options, {s_flat}, {v_flat});
+}
+
+Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations,
+             const Options &options) {
+    const char *op = "route";
+    ArgumentChecks checks(op);
+    checks.tensor("u_hat", u_hat, {"batch", "in_caps", "out_caps", "out_dim"});
+    if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
+    checks.tensor("v", v, {"batch", "out_caps", "out_dim"});
+    Device device;
+    const HalideKernelEntry *kernel = nullptr;
+    if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
+    HostScratch zeros;
+    const TensorView b0_used = is_absent(b0) ? zeros.view(checks.extent("in_caps"), checks.extent("out_caps")) : b0;
+    return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used}, {v});
+}
+
+Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v, int iterations,
+                 const Options &options) {
+    const char *op = "digitcaps";
+    ArgumentChecks checks(op);
+    checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
+    checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
+    if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
+    checks.tensor("v", v, {"batch", "out_caps", "out_dim"});
+    Device device;
+    const HalideKernelEntry *kernel = nullptr;
+    if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
+    HostScratch zeros;
+    const TensorView b0_used = is_absent(b0) ? zeros.view(checks.extent("in_caps"), checks.extent("out_caps")) : b0;
+    return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v});
+}
+
+Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
+                      const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations,
+                      const Options &options) {
+    const char *op = "route_backward";
+    ArgumentChecks checks(op);
+    checks.tensor("u_hat", u_hat, {"batch", "in_caps", "out_caps", "out_dim"});
+    if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
+    checks.tensor("grad_v", grad_v, {"batch", "out_caps", "out_dim"});
+    checks.tensor("grad_u_hat", grad_u_hat, {"batch", "in_caps", "out_caps", "out_dim"});
+    if (!is_absent(grad_b0)) checks.tensor("grad_b0", grad_b0, {"in_caps", "out_caps"});
+    Device device;
+    const HalideKernelEntry *kernel = nullptr;
+    if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
+    const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
+    HostScratch zeros, unwanted;
+    const TensorView b0_used = is_absent(b0) ? zeros.view(I, J) : b0;
+    const TensorView grad_b0_used = is_absent(grad_b0) ? unwanted.view(I, J) : grad_b0;
+    return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used, grad_v},
+                              {grad_u_hat, grad_b0_used});
+}
+
+Status digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &grad_v,
+                          const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
+                          int iterations, const Options &options) {
+    const char *op = "digitcaps_backward";
+    ArgumentChecks checks(op);
+    checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
+    checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
+    if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
+    checks.tensor("grad_v", grad_v, {"batch", "out_caps", "out_dim"});
+    checks.tensor("grad_u", grad_u, {"batch", "in_caps", "in_dim"});
+    checks.tensor("grad_W", grad_W, {"in_caps", "out_caps", "out_dim", "in_dim"});
+    if (!is_absent(grad_b0)) checks.tensor("grad_b0", grad_b0, {"in_caps", "out_caps"});
+    Device device;
+    const HalideKernelEntry *kernel = nullptr;
+    if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
+    const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
+    HostScratch zeros, unwanted;
+    const TensorView b0_used = is_absent(b0) ? zeros.view(I, J) : b0;
+    const TensorView grad_b0_used = is_absent(grad_b0) ? unwanted.view(I, J) : grad_b0;
+    return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, grad_v},
+                              {grad_u, grad_W, grad_b0_used});
+}
+
+namespace detail {
+
+void append_routing_implementations(std::vector<ImplementationInfo> &out) {
+    for (const auto &r : routing_ops()) {
+        // One entry per (implementation, device), with the iteration counts built.
+        std::map<std::pair<std::string, Device>, std::set<int>> found;
+        for (const char *generator : r.generators) {
+            for (const auto &k : halide_kernels()) {
+                if (std::string(k.generator) == generator) found[{k.schedule, k.device}].insert(k.iterations);
+            }
+        }
+        for (const auto &[key, counts] : found) {
+            ImplementationInfo info{r.op, key.first, key.second, "", {}};
+            std::string list;
+            for (int n : counts) {
+                if (n > 0) {
+                    info.iterations.push_back(n);
+                    list += (list.empty() ? "" : ", ") + std::to_string(n);
+                }
+            }
+            info.description = std::string(key.first == "autodiff" ? "Halide autodiff, Li2018 schedule" :
+                                                                      "Halide schedule '" + key.first + "'") +
+                                " (" + r.what + (list.empty() ? "" : "; iterations " + list) + ")";
+            out.push_back(info);
+        }
+    }
+}
+
+}  // namespace detail
+
+}  // namespace halcaps

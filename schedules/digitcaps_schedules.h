@@ -1,0 +1,23 @@
+// Named schedules for squash, routing, the DigitCaps layer and their
+// hand-derived backward passes (generators/digitcaps.cpp). A generator
+// parameter `schedule=<name>` picks one at build time; schedules/kernels.cmake
+// lists the combinations built into libraries. The autodiff generators are
+// scheduled by Halide's Li2018 autoscheduler instead (kernels.cmake).
+#pragma once
+
+#include <string>
+
+#include "Halide.h"
+#include "generators/digitcaps_stages.h"
+
+namespace halcaps {
+
+// Each applies the named schedule or stops the build with a message listing
+// the schedule names it knows for that device.
+void schedule_squash(const std::string &name, const Halide::Target &target, SquashGeneratorStages &s);
+void schedule_routing(const std::string &name, const Halide::Target &target, RoutingStages &r);
+void schedule_digitcaps(const std::string &name, const Halide::Target &target, RoutingStages &r);
+void schedule_routing_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
+void schedule_digitcaps_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
+
+}  // namespace halcaps

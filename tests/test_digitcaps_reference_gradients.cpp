@@ -1,0 +1,123 @@
+// The hand-derived float64 backward of squash, routing and the DigitCaps
+// layer against central finite differences of the float64 forward, for the
+// loss L = sum(grad_v * v). The kernels' gradients are checked against these
+// in test_digitcaps_cpu.cpp.
+#include <functional>
+
+#include "digitcaps_reference.h"
+#include "test_support.h"
+
+using namespace halcaps;
+using namespace halcaps::testing;
+
+namespace {
+
+std::vector<double> random_doubles(int64_t n) {
+    const auto f = random_normal(n);
+    return {f.begin(), f.end()};
+}
+
+double dot(const std::vector<double> &a, const std::vector<double> &b) {
+    double sum = 0;
+    for (size_t n = 0; n < a.size(); n++) sum += a[n] * b[n];
+    return sum;
+}
+
+// dL/dx[n] by central differences (h = 1e-6), for every element of x.
+std::vector<double> finite_difference(const std::function<double()> &f, std::vector<double> &x) {
+    const double h = 1e-6;
+    std::vector<double> grad(x.size());
+    for (size_t n = 0; n < x.size(); n++) {
+        const double saved = x[n];
+        x[n] = saved + h;
+        const double up = f();
+        x[n] = saved - h;
+        const double down = f();
+        x[n] = saved;
+        grad[n] = (up - down) / (2 * h);
+    }
+    return grad;
+}
+
+// Central differences of a smooth function in float64 are good to ~1e-9 here
+// (truncation h^2 ~ 1e-12, rounding ~1e-16 |L| / h); 1e-6 leaves room and
+// still catches any wrong term (those are O(0.01..1)).
+void require_close(const char *what, const std::vector<double> &analytic, const std::vector<double> &numeric) {
+    REQUIRE(analytic.size() == numeric.size());
+    double diff_sq = 0, ref_sq = 0;
+    for (size_t n = 0; n < analytic.size(); n++) {
+        INFO(what << " element " << n << ": analytic " << analytic[n] << ", finite difference " << numeric[n]);
+        REQUIRE(std::fabs(analytic[n] - numeric[n]) <= 1e-6 + 1e-6 * std::fabs(numeric[n]));
+        diff_sq += (analytic[n] - numeric[n]) * (analytic[n] - numeric[n]);
+        ref_sq += numeric[n] * numeric[n];
+    }
+    REQUIRE(std::sqrt(diff_sq / std::max(ref_sq, 1e-300)) < 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("reference squash: values at zero, tiny and huge norms", "[gradient][squash]") {
+    // s = 0 gives 0; |s| = 1e-30 gives ~|s|^2 s/|s|; |s| = 1e200 gives a unit vector.
+    const std::vector<double> s = {0, 0, 0, 3e-30, 4e-30, 0, 3e200, -4e200, 0, 3, 4, 0};
+    const auto v = reference::squash_f64(4, 3, s.data());
+    for (int e = 0; e < 3; e++) REQUIRE(v[e] == 0.0);
+    const double n2 = 25e-60, tiny_factor = n2 / (1 + n2) / std::sqrt(n2 + reference::kSquashEpsilon);
+    REQUIRE(v[3] == Approx(3e-30 * tiny_factor).epsilon(1e-12));
+    REQUIRE(v[6] == Approx(0.6).epsilon(1e-12));
+    REQUIRE(v[7] == Approx(-0.8).epsilon(1e-12));
+    const double f = 25.0 / 26.0 / std::sqrt(25.0 + reference::kSquashEpsilon);
+    REQUIRE(v[9] == Approx(3 * f).epsilon(1e-12));
+    REQUIRE(v[10] == Approx(4 * f).epsilon(1e-12));
+}
+
+TEST_CASE("reference squash backward matches finite differences", "[gradient][squash]") {
+    INFO("seed " << seed());
+    const int64_t rows = 5, dim = 7;
+    auto s = random_doubles(rows * dim);
+    for (int64_t e = 0; e < dim; e++) s[dim + e] *= 1e-3;      // small norm: f' is large there
+    for (int64_t e = 0; e < dim; e++) s[2 * dim + e] *= 30.0;  // large norm: v is nearly a unit vector
+    const auto g = random_doubles(rows * dim);
+    auto f = [&] { return dot(g, reference::squash_f64(rows, dim, s.data())); };
+    require_close("grad_s", reference::squash_backward_f64(rows, dim, s.data(), g.data()), finite_difference(f, s));
+}
+
+TEST_CASE("reference routing backward matches finite differences", "[gradient][routing]") {
+    for (int iterations : {1, 2, 3, 5}) {
+        for (bool with_b0 : {false, true}) {
+            const reference::RoutingShape shape{2, 3, 4, 5};
+            INFO("seed " << seed() << ", iterations " << iterations << ", b0 " << (with_b0 ? "given" : "zeros"));
+            auto u_hat = random_doubles(shape.u_hat_size());
+            auto b0 = with_b0 ? random_doubles(shape.b0_size()) : std::vector<double>(shape.b0_size(), 0.0);
+            const auto g = random_doubles(shape.v_size());
+            auto f = [&] { return dot(g, reference::route_f64(shape, u_hat.data(), b0.data(), iterations)); };
+            const auto analytic = reference::route_backward_f64(shape, u_hat.data(), b0.data(), g.data(), iterations);
+            require_close("grad_u_hat", analytic.grad_u_hat, finite_difference(f, u_hat));
+            require_close("grad_b0", analytic.grad_b0, finite_difference(f, b0));
+            // A null b0 means zeros.
+            if (!with_b0) {
+                const auto null_b0 = reference::route_backward_f64(shape, u_hat.data(), nullptr, g.data(), iterations);
+                REQUIRE(null_b0.grad_u_hat == analytic.grad_u_hat);
+            }
+        }
+    }
+}
+
+TEST_CASE("reference DigitCaps layer backward matches finite differences", "[gradient][digitcaps]") {
+    for (const auto &shape : {reference::DigitCapsShape{2, 3, 4, 3, 5}, reference::DigitCapsShape{1, 1, 1, 1, 1},
+                              reference::DigitCapsShape{3, 2, 3, 1, 2}}) {
+        for (int iterations : {1, 3}) {
+            INFO("seed " << seed() << ", iterations " << iterations);
+            auto u = random_doubles(shape.u_size()), W = random_doubles(shape.W_size());
+            auto b0 = random_doubles(shape.b0_size());
+            const auto g = random_doubles(shape.v_size());
+            auto f = [&] {
+                return dot(g, reference::digitcaps_f64(shape, u.data(), W.data(), b0.data(), iterations));
+            };
+            const auto analytic =
+                reference::digitcaps_backward_f64(shape, u.data(), W.data(), b0.data(), g.data(), iterations);
+            require_close("grad_u", analytic.grad_u, finite_difference(f, u));
+            require_close("grad_W", analytic.grad_W, finite_difference(f, W));
+            require_close("grad_b0", analytic.grad_b0, finite_difference(f, b0));
+        }
+    }
+}
