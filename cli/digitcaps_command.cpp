@@ -2,7 +2,7 @@
 // routing in one pipeline) and routing alone, forward and with --backward
 // the gradients, on random inputs or .npy files. Every implementation run is
 // checked against the float64 reference, with outputs poisoned with NaN
-// first, and only then timed. CPU only for now (no GPU schedules yet).
+// first, and only then timed, on the CPU or a CUDA device.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -19,6 +19,7 @@ namespace {
 
 struct RoutingArgs {
     bool layer = true;  // digitcaps (u, W) or route (u_hat)
+    std::string device = "cpu";
     reference::DigitCapsShape shape{128, 1152, 8, 10, 16};  // MNIST DigitCaps
     int iterations = 3;
     bool with_b0 = false;
@@ -40,16 +41,18 @@ npy::Array load_npy(const std::string &path, size_t rank, const char *layout) {
     return array;
 }
 
-std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, int iterations) {
-    if (requested.empty()) return {default_implementation(Device::cpu)};
-    if (requested != "all") return {requested};
+std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, int iterations,
+                                                Device device) {
     std::vector<std::string> names;
+    if (requested != "" && requested != "all") return {requested};
     for (const auto &info : list_implementations()) {
-        if (info.op != op || info.device != Device::cpu) continue;
+        if (info.op != op || info.device != device) continue;
         for (int n : info.iterations) {
             if (n == iterations) names.push_back(info.implementation);
         }
     }
+    // No name given: the first listed for the device ("cpu" on the CPU).
+    if (requested.empty() && names.size() > 1) names.resize(1);
     return names;
 }
 
@@ -65,7 +68,7 @@ void print_row(const char *op, const std::string &implementation, const referenc
 reference::Tolerance routing_tolerance() { return {1e-5, 1e-4}; }
 
 void run(RoutingArgs &a) {
-    const Device device = Device::cpu;
+    const Device device = parse_device(a.device);
     std::optional<npy::Array> u_file, W_file, u_hat_file, b0_file;
     auto &s = a.shape;
     if (a.layer && !a.u_path.empty()) {
@@ -87,7 +90,8 @@ void run(RoutingArgs &a) {
     if (a.seed == 0) a.seed = std::random_device{}() | 1;
     std::mt19937_64 rng(a.seed);
     const char *op = a.layer ? "digitcaps" : "route";
-    std::printf("halcaps %s: device cpu, B=%lld I=%lld%s J=%lld E=%lld, %d iterations, b0 %s, seed %llu\n", op,
+    std::printf("halcaps %s: device %s, B=%lld I=%lld%s J=%lld E=%lld, %d iterations, b0 %s, seed %llu\n", op,
+                device == Device::cuda ? cuda_device_name().c_str() : "cpu",
                 (long long)s.batch, (long long)s.in_caps,
                 a.layer ? (" K=" + std::to_string(s.in_dim)).c_str() : "", (long long)s.out_caps,
                 (long long)s.out_dim, a.iterations, a.with_b0 ? "given" : "zeros", (unsigned long long)a.seed);
@@ -118,6 +122,7 @@ void run(RoutingArgs &a) {
         b0.fill_normal(rng);
     }
     grad_v.fill_normal(rng);
+    for (Tensor *t : {&u, &W, &u_hat, &b0, &grad_v}) t->upload();
     const TensorView b0_view = a.with_b0 ? b0.view() : TensorView{};
     const float *b0_ptr = a.with_b0 ? b0.host().data() : nullptr;
 
@@ -129,7 +134,7 @@ void run(RoutingArgs &a) {
     int failures = 0;
     double first_us = 0;
     bool saved = false;
-    for (const std::string &name : implementations_to_run(op, a.implementation, a.iterations)) {
+    for (const std::string &name : implementations_to_run(op, a.implementation, a.iterations, device)) {
         Options options;
         options.device = device;
         options.implementation = name;
@@ -139,6 +144,7 @@ void run(RoutingArgs &a) {
         };
         v.poison();
         check(call());
+        v.download();
         const auto result = reference::compare(v.host().data(), v_ref, routing_tolerance());
         failures += !result.passed;
         const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call()); });
@@ -165,7 +171,7 @@ void run(RoutingArgs &a) {
             ref_a = std::move(r.grad_u_hat), ref_b0 = std::move(r.grad_b0);
         }
         first_us = 0;
-        for (const std::string &name : implementations_to_run(bop, a.implementation, a.iterations)) {
+        for (const std::string &name : implementations_to_run(bop, a.implementation, a.iterations, device)) {
             Options options;
             options.device = device;
             options.implementation = name;
@@ -177,6 +183,7 @@ void run(RoutingArgs &a) {
             };
             grad_u.poison(), grad_W.poison(), grad_u_hat.poison(), grad_b0.poison();
             check(call());
+            for (Tensor *t : {&grad_u, &grad_W, &grad_u_hat, &grad_b0}) t->download();
             // Gradients are sums over the batch and the iterations of O(1)
             // terms; compared relative to their own scale.
             const reference::Tolerance tol{1e-4, 1e-3};
@@ -197,6 +204,9 @@ void run(RoutingArgs &a) {
 }
 
 void add_common_options(CLI::App *cmd, RoutingArgs &a) {
+    cmd->add_option("--device", a.device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->capture_default_str();
     cmd->add_option("--batch,-B", a.shape.batch, "batch size B")->capture_default_str();
     cmd->add_option("--in-caps,-I", a.shape.in_caps, "input capsules I")->capture_default_str();
     cmd->add_option("--out-caps,-J", a.shape.out_caps, "output capsules J")->capture_default_str();
@@ -206,8 +216,8 @@ void add_common_options(CLI::App *cmd, RoutingArgs &a) {
     cmd->add_flag("--b0", a.with_b0, "pass random initial logits b0 [I, J] (default: none, i.e. zeros)");
     cmd->add_option("--b0-file", a.b0_path, "read b0 [I, J] from this .npy file")->check(CLI::ExistingFile);
     cmd->add_option("--schedule", a.implementation,
-                    "implementation to run (see `halcaps info`); default cpu; 'all': every one built for the "
-                    "iteration count");
+                    "implementation to run (see `halcaps info`); default: the device's first; 'all': every one "
+                    "built for the device and the iteration count");
     cmd->add_flag("--backward", a.backward, "also run the gradients from a random grad_v");
     cmd->add_option("--out", a.out_path, "write v [B, J, E] to this .npy file");
     cmd->add_option("--warmup", a.warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
@@ -222,7 +232,7 @@ void add_common_options(CLI::App *cmd, RoutingArgs &a) {
 void add_digitcaps_commands(CLI::App &app) {
     auto layer = std::make_shared<RoutingArgs>();
     CLI::App *cmd = app.add_subcommand(
-        "digitcaps", "The DigitCaps layer v = route(W u, b0) in one pipeline (u_hat never stored), on the CPU; "
+        "digitcaps", "The DigitCaps layer v = route(W u, b0) (on the CPU in one pipeline, u_hat never stored), "
                      "checks every result against the float64 reference, then times it.");
     add_common_options(cmd, *layer);
     cmd->add_option("--in-dim,-K", layer->shape.in_dim, "input capsule dimension K")->capture_default_str();
@@ -235,7 +245,7 @@ void add_digitcaps_commands(CLI::App &app) {
     auto routing = std::make_shared<RoutingArgs>();
     routing->layer = false;
     CLI::App *route_cmd = app.add_subcommand(
-        "route", "Dynamic routing v = route(u_hat, b0) on the CPU; checks every result against the float64 "
+        "route", "Dynamic routing v = route(u_hat, b0); checks every result against the float64 "
                  "reference, then times it.");
     add_common_options(route_cmd, *routing);
     route_cmd->add_option("--u-hat", routing->u_hat_path, "read u_hat [B, I, J, E] from this .npy file")

@@ -28,6 +28,9 @@ foreach (n IN ITEMS 1 3 5)
 endforeach ()
 halcaps_add_kernel(routing                      stage_per_op  cpu ITERATIONS 3)
 halcaps_add_kernel(digitcaps                    stage_per_op  cpu ITERATIONS 3)
+# On the GPU so far only the eager-framework baseline: one kernel per stage.
+halcaps_add_kernel(routing                      stage_per_kernel  cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps                    stage_per_kernel  cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff, scheduled by Li2018) is NOT built yet: measured
 # 2026-11-21 it gave wrong gradients at B=32 (rel l2 error 0.41 against the

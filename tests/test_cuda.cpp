@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "digitcaps_checks.h"
 #include "test_support.h"
 
 using namespace halcaps;
@@ -130,6 +131,25 @@ TEST_CASE("cuda: device tensors on the caller's own stream", "[cuda][stream]") {
         }
     }
     cuda_ok(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("cuda: routing and the DigitCaps layer against the reference", "[cuda][routing]") {
+    REQUIRE(!implementations("digitcaps", 3, Device::cuda).empty());
+    for (const auto &g : blog_grid_shapes()) {
+        check_all({g.batch, g.in_caps, g.in_dim, g.out_caps, g.out_dim}, 3, g.batch == 4, true, Device::cuda);
+    }
+    for (const DigitCapsShape &s : std::vector<DigitCapsShape>{
+             {1, 1, 1, 1, 1}, {3, 7, 1, 11, 13}, {17, 13, 9, 7, 15}, {2, 300, 8, 10, 16}, {128, 1152, 8, 10, 16}}) {
+        check_all(s, 3, true, true, Device::cuda);
+    }
+    // No implementation named: the CUDA default for routing ops runs.
+    DigitCapsProblem p({3, 5, 4, 3, 8});
+    Options options;
+    options.device = Device::cuda;
+    const Status st = digitcaps(p.u_v(), p.W_v(), TensorView{}, p.v_v(), 3, options);
+    INFO(st.message);
+    REQUIRE(st.ok());
+    require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), nullptr, 3), 1e-4);
 }
 
 TEST_CASE("cuda: device tensors are refused for the cpu device", "[cuda][errors]") {

@@ -2,136 +2,13 @@
 // against the float64 reference (reference/digitcaps_f64.cpp): the blog's
 // {4, 8} grid, odd sizes, 1 / 3 / 5 iterations, b0 given and not, hard inputs,
 // NaN-poisoned outputs, and bad arguments with their exact statuses.
-#include "digitcaps_reference.h"
-#include "test_support.h"
+#include "digitcaps_checks.h"
 
 using namespace halcaps;
 using namespace halcaps::testing;
 using reference::DigitCapsShape;
 
 namespace {
-
-Options cpu_options(const std::string &implementation = "") {
-    Options o;
-    o.device = Device::cpu;
-    o.implementation = implementation;
-    return o;
-}
-
-std::string name(const DigitCapsShape &s, int iterations, bool with_b0) {
-    return "B=" + std::to_string(s.batch) + " I=" + std::to_string(s.in_caps) + " K=" + std::to_string(s.in_dim) +
-           " J=" + std::to_string(s.out_caps) + " E=" + std::to_string(s.out_dim) + ", " +
-           std::to_string(iterations) + " iterations, b0 " + (with_b0 ? "given" : "zeros");
-}
-
-// Routing outputs and gradients are sums of I·E products through softmax and
-// squash; float32 lands near 1e-6 relative, up to ~1e-5 after 5 iterations
-// (each sharpens the softmax, and with it the sensitivity to rounding). Elementwise tolerance relative to
-// the result's scale, plus the norm-wise error (DESIGN.md §2).
-double max_abs(const std::vector<double> &v) {
-    double m = 0;
-    for (double x : v) m = std::max(m, std::fabs(x));
-    return m;
-}
-
-// `scale`: the size of the terms that were summed, when it is larger than
-// the result (grad_b0 sums softmax-weighted differences that can cancel to
-// ~1e-10 of the gradients they come from); defaults to max |ref|.
-void require_close(const char *what, const std::vector<float> &x, const std::vector<double> &ref, double scale_atol,
-                   double scale = 0, double norm_tol = 1e-4) {
-    const double max_ref = std::max(max_abs(ref), scale);
-    const auto c = reference::compare(x.data(), ref, {scale_atol * std::max(max_ref, 1e-30), 1e-4});
-    INFO(what << ": " << c.summary());
-    REQUIRE(c.passed);
-    if (scale == 0) REQUIRE(c.relative_l2_error < norm_tol);
-}
-
-std::vector<std::string> implementations(const std::string &op, int iterations) {
-    std::vector<std::string> out;
-    for (const auto &info : list_implementations()) {
-        if (info.op != op || info.device != Device::cpu) continue;
-        for (int n : info.iterations) {
-            if (n == iterations) out.push_back(info.implementation);
-        }
-    }
-    return out;
-}
-
-struct Problem {
-    DigitCapsShape s;
-    std::vector<float> u, W, b0, u_hat, grad_v, v, grad_u, grad_W, grad_b0, grad_u_hat;
-    explicit Problem(DigitCapsShape shape)
-        : s(shape), u(random_normal(s.u_size())), W(random_normal(s.W_size())), b0(random_normal(s.b0_size())),
-          u_hat(random_normal(s.routing().u_hat_size())), grad_v(random_normal(s.v_size())), v(nan_filled(s.v_size())),
-          grad_u(nan_filled(s.u_size())), grad_W(nan_filled(s.W_size())), grad_b0(nan_filled(s.b0_size())),
-          grad_u_hat(nan_filled(s.routing().u_hat_size())) {}
-    TensorView u_v() { return host_view(u, {s.batch, s.in_caps, s.in_dim}); }
-    TensorView W_v() { return host_view(W, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}); }
-    TensorView b0_v() { return host_view(b0, {s.in_caps, s.out_caps}); }
-    TensorView u_hat_v() { return host_view(u_hat, {s.batch, s.in_caps, s.out_caps, s.out_dim}); }
-    TensorView v_v() { return host_view(v, {s.batch, s.out_caps, s.out_dim}); }
-    TensorView grad_v_v() { return host_view(grad_v, {s.batch, s.out_caps, s.out_dim}); }
-    TensorView grad_u_v() { return host_view(grad_u, {s.batch, s.in_caps, s.in_dim}); }
-    TensorView grad_W_v() { return host_view(grad_W, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}); }
-    TensorView grad_b0_v() { return host_view(grad_b0, {s.in_caps, s.out_caps}); }
-    TensorView grad_u_hat_v() { return host_view(grad_u_hat, {s.batch, s.in_caps, s.out_caps, s.out_dim}); }
-};
-
-// Every implementation of route, digitcaps and their backward built for
-// `iterations`, on one fresh problem each, against the reference.
-void check_all(const DigitCapsShape &shape, int iterations, bool with_b0, bool backward = true) {
-    INFO("seed " << seed() << ", " << name(shape, iterations, with_b0));
-    for (const auto &impl : implementations("route", iterations)) {
-        INFO("route " << impl);
-        Problem p(shape);
-        const Status st = route(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), iterations, cpu_options(impl));
-        INFO(st.message);
-        REQUIRE(st.ok());
-        require_close("v", p.v, reference::route_f64(p.s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
-                                                     iterations), 1e-4);
-    }
-    for (const auto &impl : implementations("digitcaps", iterations)) {
-        INFO("digitcaps " << impl);
-        Problem p(shape);
-        const Status st = digitcaps(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), iterations,
-                                    cpu_options(impl));
-        INFO(st.message);
-        REQUIRE(st.ok());
-        require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
-                                                         iterations), 1e-4);
-    }
-    if (!backward) return;
-    // Gradients through 5 iterations of random (unsquashed, |u_hat| ~ 3)
-    // inputs: the softmax saturates and the gradients reach ~1e2 with
-    // float32 rounding amplified along; measured norm-wise errors up to
-    // 1.5e-4 there (vs ~1e-6 at 1 or 3 iterations), so 10x the tolerance.
-    const double g_tol = iterations >= 5 ? 1e-3 : 1e-4;
-    for (const auto &impl : implementations("route_backward", iterations)) {
-        INFO("route_backward " << impl);
-        Problem p(shape);
-        const Status st = route_backward(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
-                                         p.grad_u_hat_v(), p.grad_b0_v(), iterations, cpu_options(impl));
-        INFO(st.message);
-        REQUIRE(st.ok());
-        const auto ref = reference::route_backward_f64(p.s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
-                                                       p.grad_v.data(), iterations);
-        require_close("grad_u_hat", p.grad_u_hat, ref.grad_u_hat, g_tol, 0, g_tol);
-        require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u_hat));
-    }
-    for (const auto &impl : implementations("digitcaps_backward", iterations)) {
-        INFO("digitcaps_backward " << impl);
-        Problem p(shape);
-        const Status st = digitcaps_backward(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
-                                             p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations, cpu_options(impl));
-        INFO(st.message);
-        REQUIRE(st.ok());
-        const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
-                                                           p.grad_v.data(), iterations);
-        require_close("grad_u", p.grad_u, ref.grad_u, g_tol, 0, g_tol);
-        require_close("grad_W", p.grad_W, ref.grad_W, g_tol, 0, g_tol);
-        require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u));
-    }
-}
 
 void require_status(const Status &s, StatusCode code, const std::string &message_start) {
     INFO("got " << status_code_name(s.code) << ": " << s.message);
@@ -203,7 +80,7 @@ TEST_CASE("routing: hard inputs (huge and tiny u_hat, large logits)", "[routing]
     for (float scale : {1e-25f, 1e-6f, 1e15f}) {
         for (float logit_scale : {1.0f, 80.0f}) {
             INFO("u_hat scale " << scale << ", b0 scale " << logit_scale);
-            Problem p(s);
+            DigitCapsProblem p(s);
             for (float &x : p.u_hat) x *= scale;
             for (float &x : p.b0) x *= logit_scale;  // exp(80) overflows float32 without the max shift
             for (int iterations : {1, 3}) {
@@ -222,7 +99,7 @@ TEST_CASE("routing: hard inputs (huge and tiny u_hat, large logits)", "[routing]
 }
 
 TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
-    Problem p({2, 3, 4, 5, 6});
+    DigitCapsProblem p({2, 3, 4, 5, 6});
     const Options o = cpu_options();
     require_status(route(p.u_hat_v(), TensorView{}, p.v_v(), 0, o), StatusCode::unsupported_iterations,
                    "route: iterations is 0; it must be at least 1");

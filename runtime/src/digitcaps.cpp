@@ -75,7 +75,11 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
-    const std::string implementation = detail::chosen_implementation(options, *device);
+    // On CUDA the routing ops have one schedule so far (stage_per_kernel),
+    // not predict's default ("tuned").
+    const std::string implementation = !options.implementation.empty() ? options.implementation
+                                       : *device == Device::cuda      ? std::string("stage_per_kernel")
+                                                                      : detail::chosen_implementation(options, *device);
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
 

@@ -1,0 +1,144 @@
+// Checks of squash, routing and the DigitCaps layer against the float64
+// reference (reference/digitcaps_f64.cpp), shared by the CPU tests
+// (test_digitcaps_cpu.cpp) and the CUDA tests (test_cuda.cpp): every
+// implementation built for a device and an iteration count, on fresh random
+// inputs with NaN-poisoned outputs.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "digitcaps_reference.h"
+#include "test_support.h"
+
+namespace halcaps::testing {
+
+using reference::DigitCapsShape;
+
+inline Options device_options(Device device, const std::string &implementation = "") {
+    Options o;
+    o.device = device;
+    o.implementation = implementation;
+    return o;
+}
+
+inline Options cpu_options(const std::string &implementation = "") { return device_options(Device::cpu, implementation); }
+
+inline std::string name(const DigitCapsShape &s, int iterations, bool with_b0) {
+    return "B=" + std::to_string(s.batch) + " I=" + std::to_string(s.in_caps) + " K=" + std::to_string(s.in_dim) +
+           " J=" + std::to_string(s.out_caps) + " E=" + std::to_string(s.out_dim) + ", " +
+           std::to_string(iterations) + " iterations, b0 " + (with_b0 ? "given" : "zeros");
+}
+
+// Routing outputs and gradients are sums of I·E products through softmax and
+// squash; float32 lands near 1e-6 relative, up to ~1e-5 after 5 iterations
+// (each sharpens the softmax, and with it the sensitivity to rounding). Elementwise tolerance relative to
+// the result's scale, plus the norm-wise error (DESIGN.md §2).
+inline double max_abs(const std::vector<double> &v) {
+    double m = 0;
+    for (double x : v) m = std::max(m, std::fabs(x));
+    return m;
+}
+
+// `scale`: the size of the terms that were summed, when it is larger than
+// the result (grad_b0 sums softmax-weighted differences that can cancel to
+// ~1e-10 of the gradients they come from); defaults to max |ref|.
+inline void require_close(const char *what, const std::vector<float> &x, const std::vector<double> &ref, double scale_atol,
+                   double scale = 0, double norm_tol = 1e-4) {
+    const double max_ref = std::max(max_abs(ref), scale);
+    const auto c = reference::compare(x.data(), ref, {scale_atol * std::max(max_ref, 1e-30), 1e-4});
+    INFO(what << ": " << c.summary());
+    REQUIRE(c.passed);
+    if (scale == 0) REQUIRE(c.relative_l2_error < norm_tol);
+}
+
+inline std::vector<std::string> implementations(const std::string &op, int iterations,
+                                                Device device = Device::cpu) {
+    std::vector<std::string> out;
+    for (const auto &info : list_implementations()) {
+        if (info.op != op || info.device != device) continue;
+        for (int n : info.iterations) {
+            if (n == iterations) out.push_back(info.implementation);
+        }
+    }
+    return out;
+}
+
+struct DigitCapsProblem {
+    DigitCapsShape s;
+    std::vector<float> u, W, b0, u_hat, grad_v, v, grad_u, grad_W, grad_b0, grad_u_hat;
+    explicit DigitCapsProblem(DigitCapsShape shape)
+        : s(shape), u(random_normal(s.u_size())), W(random_normal(s.W_size())), b0(random_normal(s.b0_size())),
+          u_hat(random_normal(s.routing().u_hat_size())), grad_v(random_normal(s.v_size())), v(nan_filled(s.v_size())),
+          grad_u(nan_filled(s.u_size())), grad_W(nan_filled(s.W_size())), grad_b0(nan_filled(s.b0_size())),
+          grad_u_hat(nan_filled(s.routing().u_hat_size())) {}
+    TensorView u_v() { return host_view(u, {s.batch, s.in_caps, s.in_dim}); }
+    TensorView W_v() { return host_view(W, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}); }
+    TensorView b0_v() { return host_view(b0, {s.in_caps, s.out_caps}); }
+    TensorView u_hat_v() { return host_view(u_hat, {s.batch, s.in_caps, s.out_caps, s.out_dim}); }
+    TensorView v_v() { return host_view(v, {s.batch, s.out_caps, s.out_dim}); }
+    TensorView grad_v_v() { return host_view(grad_v, {s.batch, s.out_caps, s.out_dim}); }
+    TensorView grad_u_v() { return host_view(grad_u, {s.batch, s.in_caps, s.in_dim}); }
+    TensorView grad_W_v() { return host_view(grad_W, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}); }
+    TensorView grad_b0_v() { return host_view(grad_b0, {s.in_caps, s.out_caps}); }
+    TensorView grad_u_hat_v() { return host_view(grad_u_hat, {s.batch, s.in_caps, s.out_caps, s.out_dim}); }
+};
+
+// Every implementation of route, digitcaps and their backward built for
+// `iterations`, on one fresh problem each, against the reference.
+inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0, bool backward = true,
+                      Device device = Device::cpu) {
+    INFO("seed " << seed() << ", " << name(shape, iterations, with_b0));
+    for (const auto &impl : implementations("route", iterations, device)) {
+        INFO("route " << impl);
+        DigitCapsProblem p(shape);
+        const Status st = route(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), iterations, device_options(device, impl));
+        INFO(st.message);
+        REQUIRE(st.ok());
+        require_close("v", p.v, reference::route_f64(p.s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
+                                                     iterations), 1e-4);
+    }
+    for (const auto &impl : implementations("digitcaps", iterations, device)) {
+        INFO("digitcaps " << impl);
+        DigitCapsProblem p(shape);
+        const Status st = digitcaps(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), iterations,
+                                    device_options(device, impl));
+        INFO(st.message);
+        REQUIRE(st.ok());
+        require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
+                                                         iterations), 1e-4);
+    }
+    if (!backward) return;
+    // Gradients through 5 iterations of random (unsquashed, |u_hat| ~ 3)
+    // inputs: the softmax saturates and the gradients reach ~1e2 with
+    // float32 rounding amplified along; measured norm-wise errors up to
+    // 1.5e-4 there (vs ~1e-6 at 1 or 3 iterations), so 10x the tolerance.
+    const double g_tol = iterations >= 5 ? 1e-3 : 1e-4;
+    for (const auto &impl : implementations("route_backward", iterations, device)) {
+        INFO("route_backward " << impl);
+        DigitCapsProblem p(shape);
+        const Status st = route_backward(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
+                                         p.grad_u_hat_v(), p.grad_b0_v(), iterations, device_options(device, impl));
+        INFO(st.message);
+        REQUIRE(st.ok());
+        const auto ref = reference::route_backward_f64(p.s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
+                                                       p.grad_v.data(), iterations);
+        require_close("grad_u_hat", p.grad_u_hat, ref.grad_u_hat, g_tol, 0, g_tol);
+        require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u_hat));
+    }
+    for (const auto &impl : implementations("digitcaps_backward", iterations, device)) {
+        INFO("digitcaps_backward " << impl);
+        DigitCapsProblem p(shape);
+        const Status st = digitcaps_backward(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
+                                             p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations, device_options(device, impl));
+        INFO(st.message);
+        REQUIRE(st.ok());
+        const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
+                                                           p.grad_v.data(), iterations);
+        require_close("grad_u", p.grad_u, ref.grad_u, g_tol, 0, g_tol);
+        require_close("grad_W", p.grad_W, ref.grad_W, g_tol, 0, g_tol);
+        require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u));
+    }
+}
+
+}  // namespace halcaps::testing
