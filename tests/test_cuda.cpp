@@ -142,6 +142,7 @@ TEST_CASE("cuda: routing and the DigitCaps layer against the reference", "[cuda]
              {1, 1, 1, 1, 1}, {3, 7, 1, 11, 13}, {17, 13, 9, 7, 15}, {2, 300, 8, 10, 16}, {128, 1152, 8, 10, 16}}) {
         check_all(s, 3, true, true, Device::cuda);
     }
+    for (int iterations : {1, 5}) check_all({3, 7, 1, 11, 13}, iterations, true, false, Device::cuda);
     // No implementation named: the CUDA default for routing ops runs.
     DigitCapsProblem p({3, 5, 4, 3, 8});
     Options options;

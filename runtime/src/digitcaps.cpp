@@ -7,6 +7,7 @@
 #include "argument_checks.h"
 #include "halide_call.h"
 #include "kernel_registry.h"
+#include "hand_cuda.h"
 #include "operator_support.h"
 
 namespace halcaps {
@@ -83,6 +84,25 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
 
+// The hand-written CUDA routing ("cuda_naive", any iteration count >= 1):
+// runs `call` and returns its status when it applies, else a status with
+// code unknown_implementation (no message) so that the caller goes on to the
+// Halide kernels.
+template <typename Call>
+Status run_hand_routing(const char *op, ArgumentChecks &checks, const Options &options, int iterations, Call call) {
+    const Status not_hand{StatusCode::unknown_implementation, ""};
+    if (!detail::is_hand_cuda_routing_implementation(options.implementation)) return not_hand;
+    const Device device = checks.resolve_device(options.device);
+    if (!checks.status().ok()) return checks.status();
+    if (device != Device::cuda) return not_hand;
+    if (iterations < 1) {
+        return {StatusCode::unsupported_iterations,
+                std::string(op) + ": iterations must be at least 1, got " + std::to_string(iterations)};
+    }
+    if (Status s = detail::check_device_ready(op, device); !s.ok()) return s;
+    return call();
+}
+
 }  // namespace
 
 Status squash(const TensorView &s, const TensorView &v, const Options &options) {
@@ -124,6 +144,11 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
     checks.tensor("u_hat", u_hat, {"batch", "in_caps", "out_caps", "out_dim"});
     if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
     checks.tensor("v", v, {"batch", "out_caps", "out_dim"});
+    if (Status s = run_hand_routing(op, checks, options, iterations,
+                                    [&] { return detail::run_hand_cuda_route(u_hat, b0, v, iterations, options); });
+        s.code != StatusCode::unknown_implementation) {
+        return s;
+    }
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
@@ -140,6 +165,11 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
     checks.tensor("v", v, {"batch", "out_caps", "out_dim"});
+    if (Status s = run_hand_routing(op, checks, options, iterations,
+                                    [&] { return detail::run_hand_cuda_digitcaps(u, W, b0, v, iterations, options); });
+        s.code != StatusCode::unknown_implementation) {
+        return s;
+    }
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
@@ -216,6 +246,12 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
                                                                       "Halide schedule '" + key.first + "'") +
                                 " (" + r.what + (list.empty() ? "" : "; iterations " + list) + ")";
             out.push_back(info);
+        }
+        if (cuda_built() && (std::string(r.op) == "route" || std::string(r.op) == "digitcaps")) {
+            out.push_back({r.op, "cuda_naive", Device::cuda,
+                           "hand-written CUDA, one kernel per step (reference/cuda/digitcaps_cuda.cu; any "
+                           "iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
         }
     }
 }

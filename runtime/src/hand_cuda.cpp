@@ -11,6 +11,7 @@
 #include "cuda_support.h"
 #include "reference/cuda/capsule_prediction_cublas.h"
 #include "reference/cuda/capsule_prediction_cuda.h"
+#include "reference/cuda/digitcaps_cuda.h"
 
 namespace halcaps::detail {
 
@@ -238,6 +239,71 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
     return memory.finish();
 }
 
+bool is_hand_cuda_routing_implementation(const std::string &implementation) {
+    return implementation == "cuda_naive";
+}
+
+namespace {
+
+// Routing of u_hat (already on the device) into v, with its scratch.
+Status route_on_device(const std::string &op, CallMemory &memory, const float *u_hat_d, const TensorView &b0,
+                       float *v_d, const ref::RoutingShape &shape, int iterations, cudaStream_t stream) {
+    const float *b0_d = nullptr;
+    if (b0.data != nullptr) {
+        if (Status s = memory.input(b0, &b0_d); !s.ok()) return s;
+    }
+    float *scratch = nullptr;
+    if (Status s = memory.scratch(ref::routing_scratch_floats(shape), &scratch); !s.ok()) return s;
+    if (cudaError_t err = ref::route_naive(u_hat_d, b0_d, v_d, shape, iterations, scratch, stream);
+        err != cudaSuccess) {
+        return cuda_status(op, "launching cuda_naive", err);
+    }
+    return Status::success();
+}
+
+}  // namespace
+
+Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations,
+                           const Options &options) {
+    const std::string op = "route";
+    ScopedCudaContext context(options);
+    if (!context.status().ok()) return context.status();
+    auto stream = static_cast<cudaStream_t>(options.cuda_stream);
+    CallMemory memory(op, stream);
+    const float *u_hat_d = nullptr;
+    float *v_d = nullptr;
+    if (Status s = memory.input(u_hat, &u_hat_d); !s.ok()) return s;
+    if (Status s = memory.output(v, &v_d); !s.ok()) return s;
+    const ref::RoutingShape shape{u_hat.shape[0], u_hat.shape[1], u_hat.shape[2], u_hat.shape[3]};
+    if (Status s = route_on_device(op, memory, u_hat_d, b0, v_d, shape, iterations, stream); !s.ok()) return s;
+    return memory.finish();
+}
+
+Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
+                               int iterations, const Options &options) {
+    const std::string op = "digitcaps";
+    ScopedCudaContext context(options);
+    if (!context.status().ok()) return context.status();
+    auto stream = static_cast<cudaStream_t>(options.cuda_stream);
+    CallMemory memory(op, stream);
+    const float *u_d = nullptr, *W_d = nullptr;
+    float *v_d = nullptr, *u_hat_d = nullptr;
+    if (Status s = memory.input(u, &u_d); !s.ok()) return s;
+    if (Status s = memory.input(W, &W_d); !s.ok()) return s;
+    if (Status s = memory.output(v, &v_d); !s.ok()) return s;
+    const ref::PredictShape predict_shape = shape_of(u, W);
+    const ref::RoutingShape shape{u.shape[0], u.shape[1], W.shape[1], W.shape[2]};
+    // The eager way: u_hat materialised by the blog's prediction kernel.
+    if (Status s = memory.scratch(shape.batch * shape.in_caps * shape.out_caps * shape.out_dim, &u_hat_d); !s.ok()) {
+        return s;
+    }
+    if (cudaError_t err = ref::predict_forward(1, u_d, W_d, u_hat_d, predict_shape, stream); err != cudaSuccess) {
+        return cuda_status(op, "launching the prediction of cuda_naive", err);
+    }
+    if (Status s = route_on_device(op, memory, u_hat_d, b0, v_d, shape, iterations, stream); !s.ok()) return s;
+    return memory.finish();
+}
+
 Status run_cublas_predict_gemm_only(const TensorView &u, const TensorView &W, float *u_hat_ibje,
                                     const Options &options) {
     const std::string op = "predict (cublas_gemm_only)";
@@ -274,6 +340,14 @@ Status run_hand_cuda_predict_backward(const std::string &, const TensorView &, c
 }
 Status run_cublas_predict_gemm_only(const TensorView &, const TensorView &, float *, const Options &) {
     return {StatusCode::device_unavailable, "predict: this build of halcaps has no CUDA support"};
+}
+bool is_hand_cuda_routing_implementation(const std::string &) { return false; }
+Status run_hand_cuda_route(const TensorView &, const TensorView &, const TensorView &, int, const Options &) {
+    return {StatusCode::device_unavailable, "route: this build of halcaps has no CUDA support"};
+}
+Status run_hand_cuda_digitcaps(const TensorView &, const TensorView &, const TensorView &, const TensorView &, int,
+                               const Options &) {
+    return {StatusCode::device_unavailable, "digitcaps: this build of halcaps has no CUDA support"};
 }
 
 }  // namespace halcaps::detail

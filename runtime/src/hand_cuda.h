@@ -28,6 +28,15 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
                                       const TensorView &W, const TensorView &grad_u, const TensorView &grad_W,
                                       const Options &options);
 
+// Routing and the DigitCaps layer by the naive hand-written CUDA
+// (reference/cuda/digitcaps_cuda.h), implementation "cuda_naive". b0 may be
+// absent (data null: zeros). Arguments checked by the caller.
+bool is_hand_cuda_routing_implementation(const std::string &implementation);
+Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations,
+                           const Options &options);
+Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
+                               int iterations, const Options &options);
+
 // Benchmark only: the cuBLAS forward without its final permute, writing
 // u_hat_ibje [I, B, J, E] (a different layout from predict's output). Device
 // tensors only; shapes checked by the caller.
