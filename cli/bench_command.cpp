@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "compare.h"
+#include "digitcaps_reference.h"
 #include "runtime/src/hand_cuda.h"
 
 #if HALCAPS_WITH_CUDA
@@ -58,6 +59,7 @@ struct Row {
     double max_abs_error = 0, rel_l2_error = 0;
     double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0, speedup_vs_naive = 0;
     double floor_bytes = 0, floor_us = 0;
+    double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
     std::string check_summary;
 };
 
@@ -93,8 +95,14 @@ std::string family_of(const std::string &implementation, Device device) {
     return "halide";
 }
 
-// The naive implementation that speed-ups are measured against.
-std::string naive_name(Device device) { return device == Device::cuda ? "cuda_blog_naive" : "naive-openmp"; }
+// The naive implementation that speed-ups are measured against: the blog's
+// kernel (GPU) or the OpenMP loops (CPU) for the prediction; for routing and
+// the layer, the one-kernel-per-step hand-written CUDA (GPU) or the
+// stage-per-op schedule (CPU), i.e. what an eager framework does.
+std::string naive_name(const std::string &op, Device device) {
+    if (op == "digitcaps" || op == "route") return device == Device::cuda ? "cuda_naive" : "stage_per_op";
+    return device == Device::cuda ? "cuda_blog_naive" : "naive-openmp";
+}
 
 bool wanted(const BenchArgs &a, const std::string &implementation) {
     return a.implementations.empty() ||
@@ -323,10 +331,77 @@ void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, 
     }
 }
 
+// Routing rows (3 iterations, b0 absent): the DigitCaps layer (u, W -> v)
+// and routing alone (u_hat -> v). The bytes floor of the layer is u and W
+// read once and v written once; one write of u_hat (what the layer need not
+// do) is shown beside it for scale.
+void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs, double write_gbs,
+                   std::mt19937_64 &rng, std::vector<Row> &rows) {
+    constexpr int kIterations = 3;
+    const auto &p = shape.s;  // B, I, K, J, E
+    const reference::DigitCapsShape s{p.batch, p.in_caps, p.in_dim, p.out_caps, p.out_dim};
+    const double u_hat_bytes = 4.0 * s.routing().u_hat_size();
+    // Routing alone: per iteration 2 passes over u_hat of 2 flops per element
+    // (weighted sum, agreement); the layer adds the prediction.
+    const double route_flops = 4.0 * s.routing().u_hat_size() * kIterations;
+    const double layer_flops = route_flops + 2.0 * s.routing().u_hat_size() * s.in_dim;
+    const reference::Tolerance tol{1e-5, 1e-4};
+
+    auto run_op = [&](const std::string &op, const std::vector<double> &ref, double bytes, double flops,
+                      const std::function<Status(const Options &, int)> &call, Tensor &v) {
+        for (const auto &info : list_implementations()) {
+            if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
+            if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
+            Options options;
+            options.device = device;
+            options.implementation = info.implementation;
+            v.poison();
+            if (Status st = call(options, 0); !st.ok()) {
+                rows.push_back(failed_row(op, shape, info.implementation, device, st));
+                continue;
+            }
+            v.download();
+            const auto c = reference::compare(v.host().data(), ref, tol);
+            int n = 0;
+            const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
+            Row r;
+            r.op = op, r.shape = shape.name, r.implementation = info.implementation;
+            r.family = family_of(info.implementation, device);
+            r.dims = p;
+            take_check(r, c);
+            r.us = t.median_us;
+            fill_rates(r, bytes, flops, copy_gbs);
+            r.u_hat_write_us = u_hat_bytes / (write_gbs * 1e3);
+            rows.push_back(r);
+        }
+    };
+
+    Tensor v({s.batch, s.out_caps, s.out_dim}, device);
+    if (a.ops == "all" || a.ops == "digitcaps") {
+        const double input_bytes = 4.0 * (s.u_size() + s.W_size());
+        const int sets = rotation_sets(device, input_bytes);
+        InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
+        InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+        const auto ref = reference::digitcaps_f64(s, u.first().host().data(), W.first().host().data(), nullptr,
+                                                  kIterations);
+        run_op("digitcaps", ref, input_bytes + 4.0 * s.v_size(), layer_flops,
+               [&](const Options &o, int n) { return digitcaps(u.view(n), W.view(n), TensorView{}, v.view(), kIterations, o); },
+               v);
+    }
+    if (a.ops == "all" || a.ops == "route") {
+        const int sets = rotation_sets(device, u_hat_bytes);
+        InputSets u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng);
+        const auto ref = reference::route_f64(s.routing(), u_hat.first().host().data(), nullptr, kIterations);
+        run_op("route", ref, u_hat_bytes + 4.0 * s.v_size(), route_flops,
+               [&](const Options &o, int n) { return route(u_hat.view(n), TensorView{}, v.view(), kIterations, o); },
+               v);
+    }
+}
+
 void fill_speedups(std::vector<Row> &rows, Device device) {
     for (Row &r : rows) {
         for (const Row &n : rows) {
-            if (n.op == r.op && n.shape == r.shape && n.implementation == naive_name(device)) {
+            if (n.op == r.op && n.shape == r.shape && n.implementation == naive_name(r.op, device)) {
                 r.speedup_vs_naive = n.us / r.us;
             }
         }
@@ -379,6 +454,7 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
             << ", \"pct_bandwidth\": " << json_number(r.pct_bandwidth)
             << ", \"speedup_vs_naive\": " << json_number(r.speedup_vs_naive)
             << ", \"floor_bytes\": " << json_number(r.floor_bytes) << ", \"floor_us\": " << json_number(r.floor_us)
+            << (r.u_hat_write_us > 0 ? ", \"u_hat_write_us\": " + json_number(r.u_hat_write_us) : std::string())
             << "}" << (n + 1 < rows.size() ? "," : "") << "\n";
     }
     out << "  ]\n}\n";
@@ -398,7 +474,8 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         << a.repeats << " calls after " << a.warmup << " warm-up calls, inputs rotated past the "
         << (device == Device::cuda ? "L2 cache" : "last-level cache") << "\n"
         << "- GB/s and % copy count the bytes floor (inputs read once, outputs written once); "
-        << "speed-up is against " << naive_name(device) << "\n";
+        << "speed-up is against " << naive_name("predict", device) << " for the prediction and "
+        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent)\n";
     std::string current;
     for (const Row &r : rows) {
         const std::string group = r.op + " / " + r.shape;
@@ -407,8 +484,12 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
             out << "\n## " << r.op << ", " << r.shape << " (B=" << r.dims.batch << " I=" << r.dims.in_caps
                 << " K=" << r.dims.in_dim << " J=" << r.dims.out_caps << " E=" << r.dims.out_dim
                 << "); bytes floor " << json_number(r.floor_bytes / 1e6) << " MB = " << json_number(r.floor_us)
-                << " µs at the copy bandwidth\n\n"
-                << "| implementation | family | check | µs | GB/s | % copy BW | GFLOP/s | × vs " << naive_name(device)
+                << " µs at the copy bandwidth"
+                << (r.u_hat_write_us > 0 ? "; writing u_hat once would take " + json_number(r.u_hat_write_us) +
+                                               " µs at the write bandwidth"
+                                         : std::string())
+                << "\n\n"
+                << "| implementation | family | check | µs | GB/s | % copy BW | GFLOP/s | × vs " << naive_name(r.op, device)
                 << " |\n|---|---|---|---:|---:|---:|---:|---:|\n";
         }
         char line[512];
@@ -438,6 +519,9 @@ void run_bench(BenchArgs &a) {
     for (const auto &shape : shapes) {
         if (a.ops == "all" || a.ops == "predict") bench_forward(a, shape, device, copy_gbs, rng, rows);
         if (a.ops == "all" || a.ops == "predict_backward") bench_backward(a, shape, device, copy_gbs, rng, rows);
+        if (a.ops == "all" || a.ops == "digitcaps" || a.ops == "route") {
+            bench_routing(a, shape, device, copy_gbs, write_gbs, rng, rows);
+        }
     }
     fill_speedups(rows, device);
 
@@ -465,13 +549,15 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
     args->command_line = command_line;
     CLI::App *cmd = app.add_subcommand(
         "bench",
-        "Every implementation of capsule prediction (forward and both gradients) side by side on a set of shapes: "
+        "Every implementation of capsule prediction (forward and both gradients), the DigitCaps layer and routing, "
+        "side by side on a set of shapes: "
         "each checked against the float64 reference, then timed; prints a table, writes JSON and Markdown.");
     cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
         ->capture_default_str();
-    cmd->add_option("--op", args->ops, "predict, predict_backward, or all")
-        ->check(CLI::IsMember({"predict", "predict_backward", "all"}))
+    cmd->add_option("--op", args->ops,
+                    "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), or all")
+        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "all"}))
         ->capture_default_str();
     cmd->add_option("--shapes", args->shapes,
                     "shapes to run: mnist_b128, mnist_b512, wide_b32, or B:I:K:J:E (comma-separated)")
