@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <string>
 
 #include "cli/common.h"
 
@@ -12,7 +13,12 @@ namespace {
 
 // Without a handler of ours the runtime's default prints and aborts; ours
 // prints, and the failing call returns its error code.
-void print_halide_error(void *, const char *message) { std::fprintf(stderr, "Halide error: %s", message); }
+// Halide's messages do not always end in a newline.
+void print_halide_error(void *, const char *message) {
+    std::string text = message;
+    if (text.empty() || text.back() != '\n') text += '\n';
+    std::fprintf(stderr, "Halide error: %s", text.c_str());
+}
 
 template <typename F>
 void look_up(void *handle, const std::string &library, const char *name, F *out) {

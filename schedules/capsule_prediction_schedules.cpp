@@ -69,6 +69,10 @@ void predict_cpu_tiled(const Target &target, PredictStages &s, const PredictCpuT
 // 4.8-6.8x faster than the naive OpenMP loops (`halcaps bench --device cpu`).
 // Tiles of 4 capsules (2.5 KB written per batch element) measured 5.5-5.8 ms
 // and 57-59%; tiles of 64, 5.1-5.4 ms.
+// The whole CPU space (tile_i, vec_mult, stage_w; results in
+// schedules/spaces/capsule_predict_cpu.space) explored 2026-11-21 on a
+// 2-core AVX-512 EPYC, where `cpu` took 7.8-8.0 ms: no point is clearly
+// faster (tile_i=32: 7.64 ms); staging W is worth 3.7x.
 void predict_cpu(const Target &target, PredictStages &s) { predict_cpu_tiled(target, s, {}); }
 
 // naive: the blog's forward kernel, one thread per output element.
