@@ -152,7 +152,7 @@ void explore_build(const BuildArgs &a) {
     for (size_t n = 0; n < points.size(); n++) {
         if (a.budget_minutes > 0 && seconds_since(t0) > 60 * a.budget_minutes) {
             skipped = static_cast<int64_t>(points.size() - n);
-            std::printf("budget of %.1f min spent: %lld points not compiled\n", a.budget_minutes,
+            std::printf("budget of %.3g min spent: %lld points not compiled\n", a.budget_minutes,
                         static_cast<long long>(skipped));
             break;
         }
@@ -353,7 +353,7 @@ void explore_run(const RunArgs &a) {
     const Result *best = nullptr;
     for (size_t n = 0; n < f.points.size(); n++) {
         if (a.budget_minutes > 0 && seconds_since(t0) > 60 * a.budget_minutes) {
-            std::printf("budget of %.1f min spent: %zu points not run\n", a.budget_minutes, f.points.size() - n);
+            std::printf("budget of %.3g min spent: %zu points not run\n", a.budget_minutes, f.points.size() - n);
             break;
         }
         rows.push_back(run_point(f.points[n], a, s, u, W, u_hat, ref));
