@@ -17,6 +17,7 @@
 #include "capsule_prediction_reference.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/shapes.h"
 #include "compare.h"
 #include "digitcaps_reference.h"
 #include "runtime/src/hand_cuda.h"
@@ -28,18 +29,6 @@
 namespace halcaps::cli {
 
 namespace {
-
-struct BenchShape {
-    std::string name;
-    reference::PredictShape s;  // B, I, K, J, E
-};
-
-// The standard shapes of the capsule prediction benchmark.
-const std::vector<BenchShape> kStandardShapes = {
-    {"mnist_b128", {128, 1152, 8, 10, 16}},
-    {"mnist_b512", {512, 1152, 8, 10, 16}},
-    {"wide_b32", {32, 2048, 16, 32, 16}},
-};
 
 struct BenchArgs {
     std::string device = "auto";
@@ -62,31 +51,6 @@ struct Row {
     double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
     std::string check_summary;
 };
-
-BenchShape parse_shape(const std::string &text) {
-    for (const auto &s : kStandardShapes) {
-        if (s.name == text) return s;
-    }
-    // B:I:K:J:E
-    std::vector<int64_t> v;
-    std::stringstream in(text);
-    std::string part;
-    while (std::getline(in, part, ':')) {
-        try {
-            size_t used = 0;
-            v.push_back(std::stoll(part, &used));
-            if (used != part.size()) v.clear();
-        } catch (...) {
-            v.clear();
-            break;
-        }
-    }
-    if (v.size() != 5 || *std::min_element(v.begin(), v.end()) < 1) {
-        throw UsageError{"--shapes: '" + text + "' is neither a standard shape (mnist_b128, mnist_b512, wide_b32) " +
-                         "nor B:I:K:J:E with positive extents"};
-    }
-    return {text, {v[0], v[1], v[2], v[3], v[4]}};
-}
 
 std::string family_of(const std::string &implementation, Device device) {
     if (implementation == "naive-openmp") return "cpu_baseline";

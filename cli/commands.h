@@ -14,6 +14,9 @@ void add_digitcaps_commands(CLI::App &app);
 // `halcaps bench`: every implementation side by side on standard shapes;
 // `command_line` is recorded in the JSON and Markdown it writes.
 void add_bench_command(CLI::App &app, const std::string &command_line);
+// `halcaps explore build|run`: compile, check and time the points of a
+// schedule space (schedules/spaces/).
+void add_explore_command(CLI::App &app);
 // `halcaps info`: the build, the device and every implementation.
 void add_info_command(CLI::App &app);
 

@@ -35,20 +35,79 @@ endif ()
 set_property(GLOBAL PROPERTY HALCAPS_KERNEL_LIBRARIES "")
 set_property(GLOBAL PROPERTY HALCAPS_KERNEL_ENTRIES "")
 
+# halcaps_read_space(<file> <prefix>): reads a schedule space
+# (schedules/spaces/*.space, format in their headers) into <prefix>_OPERATOR,
+# <prefix>_DEVICE, <prefix>_KNOBS (names) and <prefix>_KNOB_<name> (values).
+function(halcaps_read_space file prefix)
+    file(STRINGS "${file}" lines)
+    set(knobs "")
+    foreach (line IN LISTS lines)
+        string(REGEX REPLACE "#.*" "" line "${line}")
+        string(STRIP "${line}" line)
+        if (line STREQUAL "")
+            continue()
+        endif ()
+        separate_arguments(words UNIX_COMMAND "${line}")
+        list(POP_FRONT words directive)
+        if (directive STREQUAL "operator")
+            set(${prefix}_OPERATOR ${words} PARENT_SCOPE)
+        elseif (directive STREQUAL "device")
+            set(${prefix}_DEVICE ${words} PARENT_SCOPE)
+        elseif (directive STREQUAL "knob")
+            list(POP_FRONT words knob)
+            list(APPEND knobs ${knob})
+            set(${prefix}_KNOB_${knob} ${words} PARENT_SCOPE)
+        else ()
+            message(FATAL_ERROR "${file}: unknown directive '${directive}'")
+        endif ()
+    endforeach ()
+    set(${prefix}_KNOBS ${knobs} PARENT_SCOPE)
+endfunction()
+
+# A schedule named by a point of a space ("space:tile_i=32,vec_mult=2", as
+# `halcaps explore` writes in best.txt) must only set knobs that the space
+# schedules/spaces/<generator>_<device>.space declares: a typo then stops
+# the configure step with the file to look at, rather than the build.
+# (Values are checked by the generator, against schedules/space_knobs.h.)
+function(halcaps_check_space_point generator point device)
+    set(file "${PROJECT_SOURCE_DIR}/schedules/spaces/${generator}_${device}.space")
+    if (NOT EXISTS "${file}")
+        message(FATAL_ERROR "halcaps_add_kernel(${generator} ${point} ${device}): no space file ${file}")
+    endif ()
+    halcaps_read_space("${file}" space)
+    string(REGEX REPLACE "^space:" "" items "${point}")
+    string(REPLACE "," ";" items "${items}")
+    foreach (item IN LISTS items)
+        string(REGEX REPLACE "=.*" "" knob "${item}")
+        if (NOT knob IN_LIST space_KNOBS)
+            message(FATAL_ERROR "halcaps_add_kernel(${generator} ${point} ${device}): knob '${knob}' is not in ${file} (knobs: ${space_KNOBS})")
+        endif ()
+    endforeach ()
+endfunction()
+
 # halcaps_add_kernel(<generator> <schedule> <cpu|cuda> [ITERATIONS n] [AUTOSCHEDULER plugin])
 # Builds library halcaps_<generator>__<schedule> exporting a function of the
 # same name; with ITERATIONS (routing generators: the unrolled iteration
 # count) the name is halcaps_<generator>_<n>it__<schedule>. With AUTOSCHEDULER
 # (e.g. Halide::Li2018) the generator's stages are scheduled by that plugin
-# instead of by schedules/.
+# instead of by schedules/. A schedule may be a point of the operator's space
+# ("space:knob=value,..."): the library name then spells it with '_' for
+# the punctuation, the generator gets it with ':' for '=' (its command line
+# splits parameters at '='), and the runtime knows it by the name as given.
 function(halcaps_add_kernel generator schedule device)
     cmake_parse_arguments(PARSE_ARGV 3 ARG "" "ITERATIONS;AUTOSCHEDULER" "")
-    set(name halcaps_${generator}__${schedule})
+    string(MAKE_C_IDENTIFIER "${schedule}" schedule_id)
+    set(name halcaps_${generator}__${schedule_id})
     set(params schedule=${schedule})
+    if (schedule MATCHES "^space:")
+        halcaps_check_space_point(${generator} "${schedule}" ${device})
+        string(REPLACE "=" ":" generator_spelling "${schedule}")
+        set(params schedule=${generator_spelling})
+    endif ()
     set(iterations 0)
     if (ARG_ITERATIONS)
         set(iterations ${ARG_ITERATIONS})
-        set(name halcaps_${generator}_${iterations}it__${schedule})
+        set(name halcaps_${generator}_${iterations}it__${schedule_id})
         list(APPEND params iterations=${iterations})
     endif ()
     set(autoscheduler "")

@@ -8,6 +8,7 @@
 #include "capsule_prediction_schedules.h"
 
 #include "common.h"
+#include "space_knobs.h"
 
 namespace halcaps {
 
@@ -23,21 +24,24 @@ const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned"};
 
 // ---------------------------------------------------------------- forward --
 
-// cpu: parallel over tiles of 16 input capsules; for each tile, W's slice is
-// transposed once into a small buffer with e innermost (16 x 5 KB, stays in
-// L2) and reused for every batch element; each (b, i, j) row of E outputs is
-// one or two vectors, accumulated in registers over k. Each batch element's
-// outputs for a tile are 10 KB written contiguously.
-// Measured 2026-11-21, MNIST b128, 2-core AMD EPYC (CI machine, noisy):
-// 4.7-5.1 ms, 62-72% of the memcpy bandwidth measured in the same run,
-// 4.8-6.8x faster than the naive OpenMP loops (`halcaps bench --device cpu`).
-// Tiles of 4 capsules (2.5 KB written per batch element) measured 5.5-5.8 ms
-// and 57-59%; tiles of 64, 5.1-5.4 ms.
-void predict_cpu(const Target &target, PredictStages &s) {
-    const int tile_i = 16;
-    const int vec = target.natural_vector_size<float>();
+// The knobs of the CPU forward schedule (explored through
+// schedules/spaces/capsule_predict_cpu.space; the defaults are `cpu`).
+struct PredictCpuTiling {
+    int tile_i = 16;       // input capsules per parallel tile
+    int vec_mult = 1;      // e vectors this many natural vectors wide
+    bool stage_w = true;   // transpose the tile's W slice (e innermost) first
+};
+
+// Parallel over tiles of `tile_i` input capsules; for each tile, W's slice is
+// transposed once into a small buffer with e innermost (tile_i x 5 KB at the
+// MNIST shape) and reused for every batch element; each (b, i, j) row of E
+// outputs is vectors of `vec_mult` natural vectors, accumulated in registers
+// over k. Without stage_w the accumulation reads W(k, e, j, i) directly,
+// strided by K along the vector (gathers).
+void predict_cpu_tiled(const Target &target, PredictStages &s, const PredictCpuTiling &t) {
+    const int vec = target.natural_vector_size<float>() * t.vec_mult;
     Var io("io"), ii("ii"), eo("eo"), ei("ei");
-    s.u_hat.split(s.i, io, ii, tile_i, TailStrategy::GuardWithIf)
+    s.u_hat.split(s.i, io, ii, t.tile_i, TailStrategy::GuardWithIf)
         .split(s.e, eo, ei, vec, TailStrategy::GuardWithIf)
         .reorder(ei, eo, s.j, ii, s.b, io)
         .vectorize(ei)
@@ -47,13 +51,29 @@ void predict_cpu(const Target &target, PredictStages &s) {
     s.accum.compute_at(s.u_hat, eo).vectorize(s.e, vec, TailStrategy::GuardWithIf);
     s.accum.update().reorder(s.e, s.rk).vectorize(s.e, vec, TailStrategy::GuardWithIf);
 
-    Func W_by_e = s.W_in;
-    std::vector<Var> w = W_by_e.args();  // (k, e, j, i)
-    W_by_e.compute_at(s.u_hat, io)
-        .reorder_storage(w[1], w[0], w[2], w[3])
-        .reorder(w[1], w[0], w[2], w[3])
-        .vectorize(w[1], vec, TailStrategy::GuardWithIf);
+    if (t.stage_w) {
+        Func W_by_e = s.W_in;
+        std::vector<Var> w = W_by_e.args();  // (k, e, j, i)
+        W_by_e.compute_at(s.u_hat, io)
+            .reorder_storage(w[1], w[0], w[2], w[3])
+            .reorder(w[1], w[0], w[2], w[3])
+            .vectorize(w[1], vec, TailStrategy::GuardWithIf);
+    }
 }
+
+// cpu: predict_cpu_tiled with tiles of 16 input capsules (16 x 5 KB of
+// transposed W, stays in L2), one natural vector per e row, W staged. Each
+// batch element's outputs for a tile are 10 KB written contiguously.
+// Measured 2026-11-21, MNIST b128, 2-core AMD EPYC (CI machine, noisy):
+// 4.7-5.1 ms, 62-72% of the memcpy bandwidth measured in the same run,
+// 4.8-6.8x faster than the naive OpenMP loops (`halcaps bench --device cpu`).
+// Tiles of 4 capsules (2.5 KB written per batch element) measured 5.5-5.8 ms
+// and 57-59%; tiles of 64, 5.1-5.4 ms.
+// The whole CPU space (tile_i, vec_mult, stage_w; results in
+// schedules/spaces/capsule_predict_cpu.space) explored 2026-11-21 on a
+// 2-core AVX-512 EPYC, where `cpu` took 7.8-8.0 ms: no point is clearly
+// faster (tile_i=32: 7.64 ms); staging W is worth 3.7x.
+void predict_cpu(const Target &target, PredictStages &s) { predict_cpu_tiled(target, s, {}); }
 
 // naive: the blog's forward kernel, one thread per output element.
 // Measured 2026-11-21, NVIDIA H200, `halcaps bench` (inputs rotated past
@@ -266,9 +286,27 @@ void grad_input_register_tiles(PredictGradInputStages &s, int ej_unroll, int i_t
         .unroll(exi);
 }
 
+// A point of the schedule space (schedules/spaces/capsule_predict_*.space):
+// "space:knob=value,..." parsed strictly by schedules/space_knobs.h into the
+// CPU or GPU tiling of the target, then the same schedule functions as the
+// named schedules.
+void schedule_predict_point(const std::string &name, const Target &target, PredictStages &s) {
+    const std::string device = target.has_gpu_feature() ? "cuda" : "cpu";
+    std::map<std::string, int> v;
+    if (std::string error = space::parse_point("capsule_predict", device, name, &v); !error.empty()) {
+        throw CompileError(error);
+    }
+    if (device == "cpu") {
+        predict_cpu_tiled(target, s, {v["tile_i"], v["vec_mult"], v["stage_w"] != 0});
+    } else {
+        predict_gpu_tiled(s, {v["ej_threads"], v["i_threads"], v["batch_tile"], v["stage_u"] != 0});
+    }
+}
+
 }  // namespace
 
 void schedule_predict(const std::string &name, const Target &target, PredictStages &s) {
+    if (space::is_point_name(name)) return schedule_predict_point(name, target, s);
     check_schedule("capsule_predict", name, target, kCpuSchedules, kGpuForwardSchedules);
     if (name == "cpu") predict_cpu(target, s);
     if (name == "naive") predict_naive(s);

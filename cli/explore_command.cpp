@@ -1,0 +1,419 @@
+// `halcaps explore`: search an operator's schedule space
+// (schedules/spaces/*.space) in two phases, so that GPU points can be
+// compiled on a CPU-only machine and run on the GPU machine:
+//
+//   halcaps explore build --space schedules/spaces/capsule_predict_cpu.space --out DIR
+//       compiles every point (or --sample N of them) with the generator into
+//       DIR/<function>.so and writes DIR/points.tsv (read back by `run`) and
+//       DIR/points.json, with each point's compile time;
+//   halcaps explore run DIR --shape mnist_b128
+//       loads each point, checks it against the float64 reference with
+//       NaN-poisoned outputs, times it (median of repeats) and writes
+//       DIR/results.csv, DIR/results.json and DIR/best.txt (the best point as
+//       a line for schedules/kernels.cmake).
+//
+// Only capsule_predict (forward) is wired up so far.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "capsule_prediction_reference.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/explore_compile.h"
+#include "cli/explore_kernel.h"
+#include "cli/explore_space.h"
+#include "cli/shapes.h"
+#include "compare.h"
+#include "runtime/src/halide_call.h"
+
+namespace fs = std::filesystem;
+
+namespace halcaps::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string json_string(const std::string &s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) {
+            out += ' ';
+            continue;
+        }
+        out += c;
+    }
+    return out + "\"";
+}
+
+std::string json_number(double x) {
+    if (!std::isfinite(x)) return "null";
+    char text[64];
+    std::snprintf(text, sizeof text, "%.6g", x);
+    return text;
+}
+
+// "3m 20s"-style durations for the progress lines.
+std::string duration(double s) {
+    char text[32];
+    if (s < 60) {
+        std::snprintf(text, sizeof text, "%.0fs", s);
+    } else {
+        std::snprintf(text, sizeof text, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+    }
+    return text;
+}
+
+// Knob values back from a point's name ("space:a=1,b=2").
+std::vector<std::pair<std::string, int>> knobs_of(const std::string &name) {
+    std::vector<std::pair<std::string, int>> out;
+    std::stringstream in(name.substr(name.find(':') + 1));
+    for (std::string item; std::getline(in, item, ',');) {
+        const size_t eq = item.find('=');
+        out.push_back({item.substr(0, eq), std::atoi(item.c_str() + eq + 1)});
+    }
+    return out;
+}
+
+// ------------------------------------------------------------------ build --
+
+struct BuildArgs {
+    std::string space_path, out_dir, generator, cxx, target;
+    int64_t sample = 0;
+    uint64_t seed = 0;
+    double budget_minutes = 0;
+};
+
+struct BuiltPoint {
+    int index = 0;
+    std::string name;
+    CompiledPoint compiled;
+};
+
+// points.tsv: "key<TAB>value" header lines, then one "point" line per point.
+// The run phase reads this rather than points.json so the tool needs no JSON
+// parser; points.json carries the same facts for people and plots.
+void write_points(const std::string &dir, const Space &space, const std::string &target,
+                  const std::vector<BuiltPoint> &points, int64_t skipped) {
+    std::ofstream tsv(dir + "/points.tsv");
+    tsv << "operator\t" << space.op << "\ndevice\t" << space.device << "\ntarget\t" << target << "\nspace\t"
+        << space.path << "\n";
+    for (const auto &p : points) {
+        tsv << "point\t" << p.index << "\t" << p.name << "\t" << p.compiled.function << "\t"
+            << fs::path(p.compiled.library).filename().string() << "\t" << p.compiled.compile_s << "\t"
+            << p.compiled.link_s << "\t" << (p.compiled.ok ? 1 : 0) << "\t" << p.compiled.error << "\n";
+    }
+    std::ofstream json(dir + "/points.json");
+    json << "{\n  \"operator\": " << json_string(space.op) << ",\n  \"device\": " << json_string(space.device)
+         << ",\n  \"target\": " << json_string(target) << ",\n  \"space\": " << json_string(space.path)
+         << ",\n  \"skipped_for_budget\": " << skipped << ",\n  \"points\": [";
+    for (size_t n = 0; n < points.size(); n++) {
+        const auto &p = points[n];
+        json << (n ? "," : "") << "\n    {\"point\": " << json_string(p.name) << ", \"knobs\": {";
+        const auto knobs = knobs_of(p.name);
+        for (size_t k = 0; k < knobs.size(); k++) {
+            json << (k ? ", " : "") << json_string(knobs[k].first) << ": " << knobs[k].second;
+        }
+        json << "}, \"library\": " << json_string(fs::path(p.compiled.library).filename().string())
+             << ", \"compile_s\": " << json_number(p.compiled.compile_s)
+             << ", \"link_s\": " << json_number(p.compiled.link_s) << ", \"ok\": " << (p.compiled.ok ? "true" : "false")
+             << ", \"error\": " << json_string(p.compiled.error) << "}";
+    }
+    json << "\n  ]\n}\n";
+}
+
+void explore_build(const BuildArgs &a) {
+    const Space space = read_space(a.space_path);
+    const std::vector<Point> points =
+        a.sample > 0 ? sample_points(space, a.sample, a.seed) : all_points(space);
+    const CompileTools tools = find_compile_tools(a.generator, a.cxx);
+    const std::string target = explore_target(space.device, a.target);
+    std::error_code ec;
+    fs::create_directories(a.out_dir, ec);
+    if (ec) throw UsageError{"cannot create '" + a.out_dir + "': " + ec.message()};
+
+    std::printf("explore build: %s on %s, %zu of %lld points, target %s, into %s\n", space.op.c_str(),
+                space.device.c_str(), points.size(), static_cast<long long>(space.size()), target.c_str(),
+                a.out_dir.c_str());
+    const auto t0 = Clock::now();
+    const std::string runtime = build_runtime(tools, target, a.out_dir);
+    std::vector<BuiltPoint> built;
+    int64_t skipped = 0;
+    for (size_t n = 0; n < points.size(); n++) {
+        if (a.budget_minutes > 0 && seconds_since(t0) > 60 * a.budget_minutes) {
+            skipped = static_cast<int64_t>(points.size() - n);
+            std::printf("budget of %.3g min spent: %lld points not compiled\n", a.budget_minutes,
+                        static_cast<long long>(skipped));
+            break;
+        }
+        BuiltPoint p;
+        p.index = static_cast<int>(n);
+        p.name = points[n].name();
+        const std::string function = "explore_" + space.op + "_" + std::to_string(n);
+        p.compiled = compile_point(tools, space.op, p.name, target, runtime, a.out_dir, function);
+        built.push_back(p);
+        write_points(a.out_dir, space, target, built, 0);  // usable if interrupted
+        const double elapsed = seconds_since(t0);
+        const double left = elapsed / (n + 1) * (points.size() - n - 1);
+        std::printf("[%zu/%zu] %-44s compile %5.2fs link %4.2fs %s | elapsed %s, ~%s left\n", n + 1,
+                    points.size(), points[n].knob_string().c_str(), p.compiled.compile_s, p.compiled.link_s,
+                    p.compiled.ok ? "ok" : p.compiled.error.c_str(), duration(elapsed).c_str(),
+                    duration(left).c_str());
+        std::fflush(stdout);
+    }
+    write_points(a.out_dir, space, target, built, skipped);
+    const auto failed = std::count_if(built.begin(), built.end(), [](const BuiltPoint &p) { return !p.compiled.ok; });
+    std::printf("wrote %s/points.json (%zu points, %lld failed to compile)\n", a.out_dir.c_str(), built.size(),
+                static_cast<long long>(failed));
+}
+
+// -------------------------------------------------------------------- run --
+
+struct RunArgs {
+    std::string dir, shape = "mnist_b128";
+    int warmup = 3, repeats = 10;
+    uint64_t seed = 0;
+    double budget_minutes = 0;
+};
+
+struct PointsFile {
+    std::string op, device, target, space;
+    struct Entry {
+        std::string name, function, library, error;
+        double compile_s = 0;
+        bool ok = false;
+    };
+    std::vector<Entry> points;
+};
+
+PointsFile read_points(const std::string &dir) {
+    std::ifstream in(dir + "/points.tsv");
+    if (!in) throw UsageError{"no " + dir + "/points.tsv (run `halcaps explore build --out " + dir + "` first)"};
+    PointsFile f;
+    for (std::string line; std::getline(in, line);) {
+        std::vector<std::string> fields;
+        std::stringstream s(line);
+        for (std::string field; std::getline(s, field, '\t');) fields.push_back(field);
+        if (fields.size() < 2) continue;
+        if (fields[0] == "operator") f.op = fields[1];
+        if (fields[0] == "device") f.device = fields[1];
+        if (fields[0] == "target") f.target = fields[1];
+        if (fields[0] == "space") f.space = fields[1];
+        if (fields[0] == "point" && fields.size() >= 8) {
+            PointsFile::Entry e;
+            e.name = fields[2], e.function = fields[3], e.library = dir + "/" + fields[4];
+            e.compile_s = std::atof(fields[5].c_str());
+            e.ok = fields[7] == "1";
+            e.error = fields.size() > 8 ? fields[8] : "";
+            f.points.push_back(e);
+        }
+    }
+    if (f.op != "capsule_predict") {
+        throw UsageError{dir + "/points.tsv: operator '" + f.op + "' is not supported by explore run yet"};
+    }
+    return f;
+}
+
+struct Result {
+    std::string name;
+    double compile_s = 0;
+    bool valid = false;
+    double us = std::nan(""), gbs = std::nan("");
+    std::string check;  // the comparison's summary or the error
+};
+
+// Checks and times one point on host buffers. For CUDA points the kernel's
+// runtime copies the inputs to the device on the first call (they are marked
+// host-dirty) and keeps them and the output there, so timed calls move no
+// data over PCIe; each timed call ends with a device sync and is timed on the
+// host clock (CUDA events would need the context the point's own runtime
+// created, which the tool cannot see), so a launch's latency is included. Inputs are not
+// rotated past the cache as in `halcaps bench`: the output (94 MB at MNIST
+// b128) dominates the traffic, and exploration ranks points rather than
+// reporting final numbers.
+Result run_point(const PointsFile::Entry &e, const RunArgs &a, const reference::PredictShape &s, Tensor &u,
+                 Tensor &W, Tensor &u_hat, const std::vector<double> &ref) {
+    Result r;
+    r.name = e.name;
+    r.compile_s = e.compile_s;
+    if (!e.ok) {
+        r.check = e.error;
+        return r;
+    }
+    LoadedKernel kernel(e.library, e.function);
+    detail::HalideTensor tu(u.view()), tW(W.view()), tout(u_hat.view());
+    tu.raw()->set_host_dirty(true);
+    tW.raw()->set_host_dirty(true);
+    u_hat.poison();
+    auto release = [&] {
+        kernel.device_free(tu.raw());
+        kernel.device_free(tW.raw());
+        kernel.device_free(tout.raw());
+    };
+    int rc = kernel.call(tu.raw(), tW.raw(), tout.raw());
+    if (rc == 0) rc = kernel.sync(tout.raw());
+    if (rc == 0) rc = kernel.copy_to_host(tout.raw());
+    if (rc != 0) {
+        release();
+        r.check = "kernel failed (Halide error " + std::to_string(rc) + ")";
+        return r;
+    }
+    const auto c = reference::compare(u_hat.host().data(), ref, reference::float32_sum_tolerance(s.in_dim));
+    r.valid = c.passed;
+    r.check = c.summary();
+    if (r.valid) {
+        const Timing t = time_calls(Device::cpu, a.warmup, a.repeats, [&] {
+            if (kernel.call(tu.raw(), tW.raw(), tout.raw()) != 0 || kernel.sync(tout.raw()) != 0) {
+                throw UsageError{e.name + ": kernel failed while timing"};
+            }
+        });
+        r.us = t.median_us;
+        const double bytes = 4.0 * (s.u_size() + s.W_size() + s.u_hat_size());
+        r.gbs = bytes / (r.us * 1e3);
+    }
+    release();
+    return r;
+}
+
+void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shape, const std::vector<Result> &rows,
+                   const Result *best) {
+    const auto &s = shape.s;
+    std::vector<std::string> knob_names;
+    if (!rows.empty()) {
+        for (const auto &k : knobs_of(rows[0].name)) knob_names.push_back(k.first);
+    }
+    std::ofstream csv(a.dir + "/results.csv");
+    csv << "point";
+    for (const auto &k : knob_names) csv << "," << k;
+    csv << ",compile_s,valid,us,gbs\n";
+    for (const auto &r : rows) {
+        csv << "\"" << r.name << "\"";
+        for (const auto &k : knobs_of(r.name)) csv << "," << k.second;
+        csv << "," << json_number(r.compile_s) << "," << (r.valid ? 1 : 0) << "," << json_number(r.us) << ","
+            << json_number(r.gbs) << "\n";
+    }
+
+    std::ofstream json(a.dir + "/results.json");
+    json << "{\n  \"operator\": " << json_string(f.op) << ",\n  \"device\": " << json_string(f.device)
+         << ",\n  \"target\": " << json_string(f.target) << ",\n  \"space\": " << json_string(f.space)
+         << ",\n  \"shape\": {\"name\": " << json_string(shape.name) << ", \"B\": " << s.batch
+         << ", \"I\": " << s.in_caps << ", \"K\": " << s.in_dim << ", \"J\": " << s.out_caps
+         << ", \"E\": " << s.out_dim << "},\n  \"repeats\": " << a.repeats
+         << ",\n  \"best\": " << (best ? json_string(best->name) : "null") << ",\n  \"points\": [";
+    for (size_t n = 0; n < rows.size(); n++) {
+        const auto &r = rows[n];
+        json << (n ? "," : "") << "\n    {\"point\": " << json_string(r.name) << ", \"knobs\": {";
+        const auto knobs = knobs_of(r.name);
+        for (size_t k = 0; k < knobs.size(); k++) {
+            json << (k ? ", " : "") << json_string(knobs[k].first) << ": " << knobs[k].second;
+        }
+        json << "}, \"compile_s\": " << json_number(r.compile_s) << ", \"valid\": " << (r.valid ? "true" : "false")
+             << ", \"us\": " << json_number(r.us) << ", \"gbs\": " << json_number(r.gbs)
+             << ", \"check\": " << json_string(r.check) << "}";
+    }
+    json << "\n  ]\n}\n";
+
+    std::ofstream txt(a.dir + "/best.txt");
+    if (best == nullptr) {
+        txt << "# no valid point\n";
+        return;
+    }
+    txt << "# best of " << rows.size() << " points on " << shape.name << " (" << f.device << ", " << f.target
+        << "): " << json_number(best->us) << " us, " << json_number(best->gbs) << " GB/s\n# knobs:";
+    for (const auto &k : knobs_of(best->name)) txt << " " << k.first << "=" << k.second;
+    txt << "\n# for schedules/kernels.cmake (built there for the build's targets, not only this one):\n"
+        << "halcaps_add_kernel(" << f.op << "  \"" << best->name << "\"  " << f.device << ")\n";
+}
+
+void explore_run(const RunArgs &a) {
+    const PointsFile f = read_points(a.dir);
+    const BenchShape shape = parse_shape(a.shape);
+    const auto &s = shape.s;
+    std::mt19937_64 rng(a.seed);
+    Tensor u({s.batch, s.in_caps, s.in_dim}, Device::cpu), W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, Device::cpu);
+    Tensor u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, Device::cpu);
+    u.fill_normal(rng);
+    W.fill_normal(rng);
+    const auto ref = reference::predict_f64(s, u.host().data(), W.host().data());
+
+    std::printf("explore run: %s on %s, shape %s, %zu points (%s), %d repeats\n", f.op.c_str(), f.device.c_str(),
+                shape.name.c_str(), f.points.size(), f.target.c_str(), a.repeats);
+    const auto t0 = Clock::now();
+    std::vector<Result> rows;
+    const Result *best = nullptr;
+    for (size_t n = 0; n < f.points.size(); n++) {
+        if (a.budget_minutes > 0 && seconds_since(t0) > 60 * a.budget_minutes) {
+            std::printf("budget of %.3g min spent: %zu points not run\n", a.budget_minutes, f.points.size() - n);
+            break;
+        }
+        rows.push_back(run_point(f.points[n], a, s, u, W, u_hat, ref));
+        best = nullptr;
+        for (const auto &r : rows) {
+            if (r.valid && (best == nullptr || r.us < best->us)) best = &r;
+        }
+        const Result &r = rows.back();
+        const double elapsed = seconds_since(t0);
+        const double left = elapsed / (n + 1) * (f.points.size() - n - 1);
+        std::printf("[%zu/%zu] %-44s %s %10.1f us %7.1f GB/s | best %.1f us | elapsed %s, ~%s left\n", n + 1,
+                    f.points.size(), r.name.c_str(), r.valid ? "ok   " : std::isnan(r.us) && r.check.find("failed") != std::string::npos ? "ERROR" : "WRONG", r.us, r.gbs,
+                    best ? best->us : std::nan(""), duration(elapsed).c_str(), duration(left).c_str());
+        if (!r.valid) std::printf("        %s\n", r.check.c_str());
+        std::fflush(stdout);
+    }
+    write_results(a, f, shape, rows, best);
+    if (best != nullptr) {
+        std::printf("best: %s  %.1f us  %.1f GB/s\nwrote %s/results.csv, results.json, best.txt\n", best->name.c_str(),
+                    best->us, best->gbs, a.dir.c_str());
+    } else {
+        throw UsageError{"no point of " + a.dir + " was valid"};
+    }
+}
+
+}  // namespace
+
+void add_explore_command(CLI::App &app) {
+    CLI::App *explore = app.add_subcommand(
+        "explore", "Search a schedule space: compile its points (build), then check and time them (run).");
+    explore->require_subcommand(1);
+
+    auto b = std::make_shared<BuildArgs>();
+    CLI::App *build = explore->add_subcommand(
+        "build", "Compile every point (or a sample) of a space into shared objects under --out.");
+    build->add_option("--space", b->space_path, "space file, e.g. schedules/spaces/capsule_predict_cpu.space")
+        ->required();
+    build->add_option("--out", b->out_dir, "work directory for the objects and points.json")->required();
+    build->add_option("--sample", b->sample, "compile N random points instead of all")->check(CLI::PositiveNumber);
+    build->add_option("--seed", b->seed, "seed of --sample");
+    build->add_option("--budget-minutes", b->budget_minutes, "stop compiling after this many minutes")
+        ->check(CLI::PositiveNumber);
+    build->add_option("--generator", b->generator, "halcaps_generators executable (default: the one built with this tool)");
+    build->add_option("--cxx", b->cxx, "compiler driver used to link the shared objects");
+    build->add_option("--target", b->target,
+                      "Halide target without device features (default: host for cpu, x86-64-linux for cuda)");
+    build->callback([b] { explore_build(*b); });
+
+    auto r = std::make_shared<RunArgs>();
+    CLI::App *run = explore->add_subcommand(
+        "run", "Check each compiled point against the float64 reference, time it, write results and the best point.");
+    run->add_option("dir", r->dir, "work directory of `explore build`")->required();
+    run->add_option("--shape", r->shape, "mnist_b128, mnist_b512, wide_b32 or B:I:K:J:E")->capture_default_str();
+    run->add_option("--warmup", r->warmup, "untimed calls per point")->capture_default_str()->check(CLI::NonNegativeNumber);
+    run->add_option("--repeats", r->repeats, "timed calls per point (the median is kept)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    run->add_option("--seed", r->seed, "seed of the random inputs");
+    run->add_option("--budget-minutes", r->budget_minutes, "stop after this many minutes")->check(CLI::PositiveNumber);
+    run->callback([r] { explore_run(*r); });
+}
+
+}  // namespace halcaps::cli
