@@ -30,6 +30,32 @@ struct CapsConvProblem {
     std::vector<int64_t> input_shape() const { return {s.batch, s.height, s.width, s.in_caps, 4, 4}; }
     std::vector<int64_t> filter_shape() const { return {s.kernel_h, s.kernel_w, s.in_caps, s.out_caps, 4, 4}; }
     std::vector<int64_t> output_shape() const { return {s.batch, s.out_height(), s.out_width(), s.out_caps, 4, 4}; }
+    ConvParams params() const { return {static_cast<int>(s.stride), static_cast<int>(s.pad)}; }
 };
+
+// Forward and backward with `options`, each output checked against float64.
+inline void check_capsconv(const reference::CapsConvShape &shape, const Options &options, bool backward = true) {
+    CapsConvProblem p(shape);
+    INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << options.implementation);
+    const Status forward = capsconv(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
+                                    host_view(p.output, p.output_shape()), p.params(), options);
+    INFO(forward.message);
+    REQUIRE(forward.ok());
+    require_matches("output", p.output, reference::capsconv_f64(p.s, p.input.data(), p.filter.data()),
+                    shape.kernel_h * shape.kernel_w * shape.in_caps * 4);
+    if (!backward) return;
+    const Status b = capsconv_backward(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
+                                       host_view(p.grad_output, p.output_shape()),
+                                       host_view(p.grad_input, p.input_shape()),
+                                       host_view(p.grad_filter, p.filter_shape()), p.params(), options);
+    INFO(b.message);
+    REQUIRE(b.ok());
+    require_matches("grad_input", p.grad_input,
+                    reference::capsconv_grad_input_f64(p.s, p.grad_output.data(), p.filter.data()),
+                    shape.kernel_h * shape.kernel_w * shape.out_caps * 4);
+    require_matches("grad_filter", p.grad_filter,
+                    reference::capsconv_grad_filter_f64(p.s, p.grad_output.data(), p.input.data()),
+                    shape.batch * shape.out_height() * shape.out_width() * 4);
+}
 
 }  // namespace halcaps::testing
