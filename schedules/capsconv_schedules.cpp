@@ -69,7 +69,24 @@ void pose_simple(Func out, Func accum) {
     accum.update().vectorize(d[0]).vectorize(d[1]);
 }
 
-// cpu: pose_block_cpu over output rows (n, y) in parallel, x blocks of 4.
+// A copy of the zero-padded operand `padded` per row of the output (the
+// parallel loop `ce` of pose_block_cpu): the rows that output row reads, all
+// capsule types, with the padding written out as zeros, so the inner loops
+// load poses with no boundary test. Each pose is stored transposed: the
+// accumulation needs, for one column c, the pose's 4 rows across the vector
+// (lanes (j, i) take pose(i, c)), which is then one dense 4-float load
+// broadcast by a shuffle rather than 4 scalar loads and inserts.
+void stage_rows_transposed(Func out, Func padded) {
+    std::vector<Var> a = padded.args();  // (column, row, caps, x, y, n)
+    padded.compute_at(out, Var("ce"))
+        .reorder_storage(a[1], a[0], a[2], a[3], a[4], a[5])
+        .reorder(a[1], a[0], a[2], a[3], a[4], a[5])
+        .vectorize(a[1], 4)
+        .vectorize(a[0], 4);
+}
+
+// cpu: pose_block_cpu over output rows (n, y) in parallel, x blocks of 4,
+// the input rows staged per output row (stage_rows_transposed).
 // Measured 2026-11-21 on the 2-core AMD EPYC build machine (AVX-512 kernels;
 // shared with other builds, so noisy), `halcaps capsconv --schedule all`
 // (median / min of 10 calls):
@@ -82,7 +99,10 @@ void pose_simple(Func out, Func accum) {
 //     cpu 14.6x the naive loops.
 // Both gradients together (schedule cpu, `--backward`): 13.1 ms (seed) and
 // 672 ms (n=8 layer), about 25 GFLOP/s.
-void capsconv_cpu(CapsConvStages &s) { pose_block_cpu(s.O, s.accum, s.r); }
+void capsconv_cpu(CapsConvStages &s) {
+    pose_block_cpu(s.O, s.accum, s.r);
+    stage_rows_transposed(s.O, s.I_pad);
+}
 
 }  // namespace
 
@@ -92,11 +112,15 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
     if (name == "simple") pose_simple(s.O, s.accum);
 }
 
-// cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4;
+// cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,
+// the rows of grad_output they read staged transposed (stage_rows_transposed);
 // every tap that does not divide by the stride multiplies a zero.
 void schedule_capsconv_grad_input(const std::string &name, const Target &target, CapsConvGradInputStages &s) {
     check_schedule("capsconv_grad_input", name, target, kCpuSchedules, kGpuSchedules);
-    if (name == "cpu") pose_block_cpu(s.grad_I, s.accum, s.r);
+    if (name == "cpu") {
+        pose_block_cpu(s.grad_I, s.accum, s.r);
+        stage_rows_transposed(s.grad_I, s.g_pad);
+    }
     if (name == "simple") pose_simple(s.grad_I, s.accum);
 }
 
