@@ -95,6 +95,7 @@ public:
         // not divide exactly is dropped and a negative x reads g's zero exterior.
         const Expr ox = s.x + pad - r.z, oy = s.y + pad - r.w;
         const Expr hits = (ox % stride == 0) && (oy % stride == 0);
+        s.stride = stride;
         s.accum = Func("grad_I_accum");
         s.accum(s.c, s.i, s.ci, s.x, s.y, s.n) = 0.0f;
         s.accum(s.c, s.i, s.ci, s.x, s.y, s.n) +=

@@ -32,6 +32,7 @@ struct CapsConvGradInputStages {
     Halide::Func grad_I;  // output (c, i, ci, x, y, n)
     Halide::Var c, i, ci, x, y, n;
     Halide::RDom r;       // r.x over j (4), r.y over co, r.z over dx, r.w over dy
+    Halide::Expr stride;  // the run-time stride, for specialising (stride 1: every tap hits)
 };
 
 // grad_K(j, c, co, ci, dx, dy) = sum_{i, x, y, n} I_pad(c, i, ci, x s + dx - p, y s + dy - p, n) g(j, i, co, x, y, n)
