@@ -59,8 +59,9 @@ void pose_block_cpu(Func out, Func accum, const RDom &r) {
         .unroll(r.x);
 }
 
-// simple (forward only in kernels.cmake; timings under capsconv_cpu): what an eager framework's loop would do: one output pose at a time,
-// its 16 floats a vector, the reduction straight from memory, rows in parallel.
+// simple (built for the forward only; timings under capsconv_cpu): what an
+// eager framework's loop would do: one output pose at a time, its 16 floats a
+// vector, the reduction straight from memory, rows in parallel.
 void pose_simple(Func out, Func accum) {
     std::vector<Var> d = out.args();
     Var ce("ce");
@@ -87,18 +88,28 @@ void stage_rows_transposed(Func out, Func padded) {
 
 // cpu: pose_block_cpu over output rows (n, y) in parallel, x blocks of 4,
 // the input rows staged per output row (stage_rows_transposed).
-// Measured 2026-11-21 on the 2-core AMD EPYC build machine (AVX-512 kernels;
-// shared with other builds, so noisy), `halcaps capsconv --schedule all`
-// (median / min of 10 calls):
-//   seed problem (n=1, 128x128, ci=3, co=1, 5x5, stride 1, pad 0, 0.148 GFLOP):
-//     cpu 6.7 / 2.7 ms (22 GFLOP/s at the median), simple 8.6 / 4.5 ms,
-//     naive OpenMP loops 55 / 47 ms: cpu 8.2x the naive loops.
-//   n=8, 32x32, ci=co=32, 3x3, stride 1, pad 0 (8.49 GFLOP), `-n 8 -H 32 -W 32
-//   --in-caps 32 --out-caps 32 -k 3 --repeats 5`:
-//     cpu 210 / 201 ms (40 GFLOP/s), simple 396 / 382 ms, naive 3077 / 3010 ms:
-//     cpu 14.6x the naive loops.
-// Both gradients together (schedule cpu, `--backward`): 13.1 ms (seed) and
-// 672 ms (n=8 layer), about 25 GFLOP/s.
+// Measured 2026-11-21 on the 2-core AMD EPYC build machine (AVX-512 kernels),
+// `halcaps capsconv --schedule all --backward --repeats 20` and
+// `halcaps capsconv -n 8 -H 32 -W 32 --in-caps 32 --out-caps 32 -k 3
+// --schedule all --backward --repeats 5` (median / min, µs; the machine is
+// shared with other builds: under load every row, the naive loops included,
+// measured up to 2x slower, the ratios about the same):
+//   seed problem (n=1, 128x128, ci=3, co=1, 5x5, stride 1, pad 0; 0.148 GFLOP)
+//     cpu           878 /    793   168 GFLOP/s   24.8x the naive loops
+//     simple       2840 /   2602    52 GFLOP/s    7.7x
+//     naive OpenMP 21778 / 18299     6.8 GFLOP/s
+//   n=8, 32x32, ci=co=32, 3x3, stride 1, pad 0 (8.49 GFLOP)
+//     cpu          39802 /  39526  213 GFLOP/s   27.8x
+//     simple      135997 / 134368   63 GFLOP/s    8.1x
+//     naive OpenMP 1107664 / 1066510  7.7 GFLOP/s
+//   the same with pad 1 (32x32 out, 9.66 GFLOP): cpu 42888, naive 1139667 (26.6x).
+// Steps, each measured the same way on the n=8 layer (under load): unstaged,
+// the padding tested per term and the input poses loaded as 4 scalars each,
+// 210 ms; input rows staged, 150 ms; staged transposed, 78 ms.
+// Both gradients together (capsconv_backward, schedules cpu below): 2196 µs
+// (seed) and 178846 µs (n=8 layer), of which grad_filter is about 70% on the
+// layer (its sum over every pixel runs per (co, 4 ci) block; blocking co as
+// well is the next step).
 void capsconv_cpu(CapsConvStages &s) {
     pose_block_cpu(s.O, s.accum, s.r);
     stage_rows_transposed(s.O, s.I_pad);
@@ -115,6 +126,8 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
 // cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,
 // the rows of grad_output they read staged transposed (stage_rows_transposed);
 // every tap that does not divide by the stride multiplies a zero.
+// Measured alone (a direct call, median of 7, same machine, under load):
+// seed 1964 µs (3909 before the stride-1 specialisation), n=8 layer 91 ms.
 void schedule_capsconv_grad_input(const std::string &name, const Target &target, CapsConvGradInputStages &s) {
     check_schedule("capsconv_grad_input", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "cpu") {
@@ -128,6 +141,8 @@ void schedule_capsconv_grad_input(const std::string &name, const Target &target,
 
 // cpu: the filter's (dx, dy) taps in parallel, blocks of 4 ci in registers,
 // the sum over every output pixel (i, x, y, n) innermost.
+// Measured alone (as grad_input, under load): seed 2267 µs, n=8 layer 232 ms
+// (256 ms before the padded copy of the input).
 void schedule_capsconv_grad_filter(const std::string &name, const Target &target, CapsConvGradFilterStages &s) {
     check_schedule("capsconv_grad_filter", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "cpu") {
