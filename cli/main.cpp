@@ -15,6 +15,7 @@ int main(int argc, char **argv) {
     halcaps::cli::add_predict_command(app);
     halcaps::cli::add_digitcaps_commands(app);
     halcaps::cli::add_explore_command(app);
+    halcaps::cli::add_capsconv_command(app);
     std::string command_line = "halcaps";
     for (int n = 1; n < argc; n++) command_line += std::string(" ") + argv[n];
     halcaps::cli::add_bench_command(app, command_line);

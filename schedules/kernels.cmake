@@ -45,3 +45,12 @@ halcaps_add_kernel(digitcaps                    stage_per_kernel  cuda ITERATION
 # out-of-bounds output writes at extents below the vector width (Li2018's
 # ShiftInwards splits). To build it for investigation:
 #   halcaps_add_kernel(routing_backward_autodiff autodiff cpu ITERATIONS 3 AUTOSCHEDULER Halide::Li2018)
+
+# The capsule convolution with 4x4 poses (generators/capsconv.cpp,
+# schedules/capsconv_schedules.cpp); stride and pad are run-time arguments.
+# simple (one pose at a time, no register blocking) is the forward's
+# comparison point only.
+halcaps_add_kernel(capsconv                     cpu       cpu)
+halcaps_add_kernel(capsconv                     simple    cpu)
+halcaps_add_kernel(capsconv_grad_input          cpu       cpu)
+halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)

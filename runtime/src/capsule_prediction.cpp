@@ -84,6 +84,7 @@ std::vector<ImplementationInfo> list_implementations() {
         out.push_back({h.op, h.implementation, Device::cuda, h.description});
     }
     detail::append_routing_implementations(out);
+    detail::append_capsconv_implementations(out);
     return out;
 }
 

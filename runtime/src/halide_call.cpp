@@ -89,24 +89,44 @@ int call_with(void (*function)(), const void *user_context, halide_buffer_t *con
     return reinterpret_cast<Function>(function)(user_context, buffers[I]...);
 }
 
+// Calls `function` as int(const void *, int32_t, int32_t, halide_buffer_t * x N).
+template <size_t... I>
+int call_with_2_scalars(void (*function)(), const void *user_context, const int32_t *scalars,
+                        halide_buffer_t *const *buffers, std::index_sequence<I...>) {
+    using Function =
+        int (*)(const void *, int32_t, int32_t, decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
+    return reinterpret_cast<Function>(function)(user_context, scalars[0], scalars[1], buffers[I]...);
+}
+
 template <size_t... N>
-int call_n(int n, void (*function)(), const void *user_context, halide_buffer_t *const *buffers,
-           std::index_sequence<N...>) {
+int call_n(int n, int scalar_count, void (*function)(), const void *user_context, const int32_t *scalars,
+           halide_buffer_t *const *buffers, std::index_sequence<N...>) {
     int result = halide_error_code_generic_error;
     // Exactly one N matches n.
-    ((N == static_cast<size_t>(n) ? (result = call_with(function, user_context, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
+    if (scalar_count == 0) {
+        ((N == static_cast<size_t>(n) ? (result = call_with(function, user_context, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
+    } else if (scalar_count == 2) {
+        ((N == static_cast<size_t>(n) ? (result = call_with_2_scalars(function, user_context, scalars, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
+    }
     return result;
 }
 
 }  // namespace
 
-int HalideKernel::operator()(const void *user_context, halide_buffer_t *const *buffers) const {
-    return call_n(buffers_, function_, user_context, buffers, std::make_index_sequence<kMaxBuffers + 1>{});
+int HalideKernel::operator()(const void *user_context, const int32_t *scalars, halide_buffer_t *const *buffers) const {
+    return call_n(buffers_, scalars_, function_, user_context, scalars, buffers,
+                  std::make_index_sequence<kMaxBuffers + 1>{});
 }
 
 Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
-                  const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs) {
+                  const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
+                  const std::vector<int32_t> &scalars) {
     install_error_handler();
+    if (static_cast<int>(scalars.size()) != kernel.scalar_count()) {
+        return {StatusCode::internal_error, std::string(op) + ": kernel takes " +
+                                                std::to_string(kernel.scalar_count()) + " scalars, given " +
+                                                std::to_string(scalars.size())};
+    }
     CallContext call;
     std::vector<HalideTensor> tensors;
     tensors.reserve(inputs.size() + outputs.size());
@@ -121,7 +141,7 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
     for (auto &t : tensors) raw.push_back(t.raw());
 
     if (device == Device::cpu) {
-        int code = kernel(&call, raw.data());
+        int code = kernel(&call, scalars.data(), raw.data());
         return status_from_halide(op, code, call.error_text);
     }
 
@@ -142,7 +162,7 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
             raw[n]->set_host_dirty(true);
         }
     }
-    if (code == halide_error_code_success) code = kernel(&call, raw.data());
+    if (code == halide_error_code_success) code = kernel(&call, scalars.data(), raw.data());
     for (size_t n = inputs.size(); n < tensors.size(); n++) {
         if (code == halide_error_code_success && tensors[n].view().space == MemorySpace::host) {
             code = halide_copy_to_host(&call, raw[n]);

@@ -51,21 +51,33 @@ public:
         static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
     }
 
+    // Kernels with two leading int32 scalar inputs (the capsule convolution's
+    // stride and pad): `int f(const void *, int32_t, int32_t, halide_buffer_t *...)`.
+    template <typename... Buffers>
+    HalideKernel(int (*function)(const void *, int32_t, int32_t, Buffers *...))
+        : function_(reinterpret_cast<void (*)()>(function)), buffers_(sizeof...(Buffers)), scalars_(2) {
+        static_assert((std::is_same_v<Buffers, halide_buffer_t> && ...), "Halide kernels take halide_buffer_t pointers");
+        static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
+    }
+
     int buffer_count() const { return buffers_; }
-    // Calls the kernel with buffers[0 .. buffer_count()).
-    int operator()(const void *user_context, halide_buffer_t *const *buffers) const;
+    int scalar_count() const { return scalars_; }
+    // Calls the kernel with scalars[0 .. scalar_count()) and buffers[0 .. buffer_count()).
+    int operator()(const void *user_context, const int32_t *scalars, halide_buffer_t *const *buffers) const;
 
 private:
     void (*function_)() = nullptr;
     int buffers_ = 0;
+    int scalars_ = 0;
 };
 
 // Runs `kernel` on inputs -> outputs (in the kernel's argument order) on the
 // given device. For CUDA, a tensor in device memory is wrapped, never copied;
 // a host tensor is copied to the device (inputs) or back (outputs), and the
-// call is then synchronous.
+// call is then synchronous. `scalars` are the kernel's leading int32 inputs.
 Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
-                  const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs);
+                  const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
+                  const std::vector<int32_t> &scalars = {});
 
 // Turns a Halide error code and the handler's text into a Status.
 Status status_from_halide(const char *op, int error_code, const std::string &error_text);

@@ -39,4 +39,7 @@ std::vector<int> built_iterations(const std::string &generator, const std::strin
 // Adds the squash, routing and DigitCaps entries (runtime/src/digitcaps.cpp).
 void append_routing_implementations(std::vector<ImplementationInfo> &out);
 
+// Adds the capsule convolution entries (runtime/src/capsconv.cpp).
+void append_capsconv_implementations(std::vector<ImplementationInfo> &out);
+
 }  // namespace halcaps::detail

@@ -17,6 +17,7 @@ const char *status_code_name(StatusCode code) {
     case StatusCode::cuda_error: return "cuda_error";
     case StatusCode::internal_error: return "internal_error";
     case StatusCode::unsupported_iterations: return "unsupported_iterations";
+    case StatusCode::bad_parameter: return "bad_parameter";
     }
     return "unknown_status_code";
 }

@@ -25,6 +25,7 @@ enum class StatusCode {
     cuda_error,              // a CUDA call failed
     internal_error,          // a kernel reported an error the checks above should have caught
     unsupported_iterations,  // routing: iterations < 1, or no kernel built for that count
+    bad_parameter,           // a scalar parameter is out of range (capsconv: stride < 1, pad < 0)
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
@@ -120,10 +121,33 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
                           const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
                           int iterations = 3, const Options &options = {});
 
+// ---- capsule convolution with 4x4 pose matrices (DESIGN.md §1.3) ----
+//
+//   input  [n, H, W, ci, 4, 4], filter [kh, kw, ci, co, 4, 4], output [n, OH, OW, co, 4, 4]
+//   OH = (H + 2 pad - kh) / stride + 1, OW = (W + 2 pad - kw) / stride + 1
+//   output[n,y,x,co] = sum_{dy,dx,ci} input[n, y stride + dy - pad, x stride + dx - pad, ci] . filter[dy,dx,ci,co]
+// where . is the 4x4 matrix product (O_ij = sum_c I_ic K_cj) and input outside
+// the image is zero. stride >= 1 and pad >= 0 are run-time values: any pair is
+// served by the same kernels (bad_parameter otherwise); the output's spatial
+// extents must be the ones above (extent_mismatch otherwise).
+struct ConvParams {
+    int stride = 1;
+    int pad = 0;
+};
+
+Status capsconv(const TensorView &input, const TensorView &filter, const TensorView &output,
+                const ConvParams &params = {}, const Options &options = {});
+
+// Both gradients given grad_output = dL/doutput [n, OH, OW, co, 4, 4]:
+// grad_input [n, H, W, ci, 4, 4] and grad_filter [kh, kw, ci, co, 4, 4].
+Status capsconv_backward(const TensorView &input, const TensorView &filter, const TensorView &grad_output,
+                         const TensorView &grad_input, const TensorView &grad_filter, const ConvParams &params = {},
+                         const Options &options = {});
+
 // What can be run: one entry per (operator, implementation, device).
 struct ImplementationInfo {
     std::string op;              // "predict", "predict_backward", "squash", "route", "route_backward",
-                                 // "digitcaps" or "digitcaps_backward"
+                                 // "digitcaps", "digitcaps_backward", "capsconv" or "capsconv_backward"
     std::string implementation;  // e.g. "cpu", "naive", "tuned", "stage_per_op", "autodiff"
     Device device;               // cpu or cuda
     std::string description;

@@ -1,0 +1,139 @@
+// Entry points for the capsule convolution (DESIGN.md §1.3), forward and
+// backward: argument checks, device and implementation choice, then the
+// Halide kernels (generators/capsconv.cpp), which take stride and pad as
+// their two leading scalar arguments.
+#include <limits>
+
+#include "argument_checks.h"
+#include "halide_call.h"
+#include "kernel_registry.h"
+#include "operator_support.h"
+
+namespace halcaps {
+
+namespace {
+
+using detail::ArgumentChecks;
+using detail::HalideKernelEntry;
+
+// The dimension names shared between tensors (ArgumentChecks matches extents by name).
+const std::vector<const char *> kInputDims = {"batch", "height", "width", "in_caps", "pose_row", "pose_col"};
+const std::vector<const char *> kFilterDims = {"kernel_h", "kernel_w", "in_caps", "out_caps", "pose_row", "pose_col"};
+const std::vector<const char *> kOutputDims = {"batch", "out_height", "out_width", "out_caps", "pose_row", "pose_col"};
+
+Status fail(const char *op, StatusCode code, const std::string &message) {
+    return {code, std::string(op) + ": " + message};
+}
+
+// After the tensors' own checks: stride and pad in range, 4x4 poses, a
+// filter that fits the padded image, and output extents that agree.
+Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams &params, const char *output_name) {
+    if (params.stride < 1) {
+        return fail(op, StatusCode::bad_parameter,
+                    "stride is " + std::to_string(params.stride) + "; it must be at least 1");
+    }
+    if (params.pad < 0) {
+        return fail(op, StatusCode::bad_parameter, "pad is " + std::to_string(params.pad) + "; it must be at least 0");
+    }
+    if (params.pad > (std::numeric_limits<int32_t>::max() >> 2)) {
+        return fail(op, StatusCode::bad_parameter, "pad is " + std::to_string(params.pad) + "; it is too large");
+    }
+    for (const char *dim : {"pose_row", "pose_col"}) {
+        if (checks.extent(dim) != 4) {
+            return fail(op, StatusCode::bad_extent,
+                        std::string("input's ") + dim + " extent is " + std::to_string(checks.extent(dim)) +
+                            "; pose matrices must be 4 x 4");
+        }
+    }
+    const int64_t expected[2] = {
+        (checks.extent("height") + 2 * int64_t(params.pad) - checks.extent("kernel_h")) / params.stride + 1,
+        (checks.extent("width") + 2 * int64_t(params.pad) - checks.extent("kernel_w")) / params.stride + 1};
+    const char *side[2] = {"height", "width"};
+    for (int d = 0; d < 2; d++) {
+        const int64_t padded = checks.extent(side[d]) + 2 * int64_t(params.pad);
+        const int64_t kernel = checks.extent(d == 0 ? "kernel_h" : "kernel_w");
+        if (kernel > padded) {
+            return fail(op, StatusCode::bad_extent,
+                        std::string("filter ") + (d == 0 ? "kernel_h" : "kernel_w") + " is " + std::to_string(kernel) +
+                            " but the padded input " + side[d] + " is only " + std::to_string(padded));
+        }
+        const int64_t got = checks.extent(d == 0 ? "out_height" : "out_width");
+        if (got != expected[d]) {
+            return fail(op, StatusCode::extent_mismatch,
+                        std::string(output_name) + " extent " + std::to_string(d + 1) + " (out_" + side[d] + ") is " +
+                            std::to_string(got) + " but stride " + std::to_string(params.stride) + " and pad " +
+                            std::to_string(params.pad) + " give " + std::to_string(expected[d]));
+        }
+    }
+    return Status::success();
+}
+
+}  // namespace
+
+Status capsconv(const TensorView &input, const TensorView &filter, const TensorView &output, const ConvParams &params,
+                const Options &options) {
+    const char *op = "capsconv";
+    ArgumentChecks checks(op);
+    checks.tensor("input", input, kInputDims);
+    checks.tensor("filter", filter, kFilterDims);
+    checks.tensor("output", output, kOutputDims);
+    const Device device = checks.resolve_device(options.device);
+    if (!checks.status().ok()) return checks.status();
+    if (Status s = check_conv(op, checks, params, "output"); !s.ok()) return s;
+    if (Status s = detail::check_device_ready(op, device); !s.ok()) return s;
+
+    const HalideKernelEntry *kernel = nullptr;
+    const std::string implementation = detail::chosen_implementation(options, device);
+    if (Status s = detail::find_kernel(op, "capsconv", implementation, device, &kernel); !s.ok()) return s;
+    return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
+                              {params.stride, params.pad});
+}
+
+Status capsconv_backward(const TensorView &input, const TensorView &filter, const TensorView &grad_output,
+                         const TensorView &grad_input, const TensorView &grad_filter, const ConvParams &params,
+                         const Options &options) {
+    const char *op = "capsconv_backward";
+    ArgumentChecks checks(op);
+    checks.tensor("input", input, kInputDims);
+    checks.tensor("filter", filter, kFilterDims);
+    checks.tensor("grad_output", grad_output, kOutputDims);
+    checks.tensor("grad_input", grad_input, kInputDims);
+    checks.tensor("grad_filter", grad_filter, kFilterDims);
+    const Device device = checks.resolve_device(options.device);
+    if (!checks.status().ok()) return checks.status();
+    if (Status s = check_conv(op, checks, params, "grad_output"); !s.ok()) return s;
+    if (Status s = detail::check_device_ready(op, device); !s.ok()) return s;
+
+    const std::string implementation = detail::chosen_implementation(options, device);
+    const HalideKernelEntry *grad_in = nullptr, *grad_filt = nullptr;
+    if (Status s = detail::find_kernel(op, "capsconv_grad_input", implementation, device, &grad_in); !s.ok()) return s;
+    if (Status s = detail::find_kernel(op, "capsconv_grad_filter", implementation, device, &grad_filt); !s.ok()) {
+        return s;
+    }
+    if (Status s = detail::run_halide(op, grad_in->function, device, options, {grad_output, filter}, {grad_input},
+                                      {params.stride, params.pad});
+        !s.ok()) {
+        return s;
+    }
+    return detail::run_halide(op, grad_filt->function, device, options, {grad_output, input}, {grad_filter},
+                              {params.stride, params.pad});
+}
+
+namespace detail {
+
+void append_capsconv_implementations(std::vector<ImplementationInfo> &out) {
+    for (const auto &k : halide_kernels()) {
+        const std::string generator = k.generator, schedule = k.schedule;
+        if (generator == "capsconv") {
+            out.push_back({"capsconv", schedule, k.device, "Halide schedule '" + schedule + "' (4x4-pose capsule convolution)", {}});
+        } else if (generator == "capsconv_grad_input" &&
+                   find_halide_kernel("capsconv_grad_filter", schedule, k.device) != nullptr) {
+            out.push_back({"capsconv_backward", schedule, k.device,
+                           "Halide schedules '" + schedule + "' (grad_input, grad_filter)", {}});
+        }
+    }
+}
+
+}  // namespace detail
+
+}  // namespace halcaps
