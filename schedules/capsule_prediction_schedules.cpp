@@ -19,7 +19,7 @@ using schedule_util::one_thread_per_output;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "staged"};
+const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged"};
 const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned"};
 
 // ---------------------------------------------------------------- forward --
@@ -140,29 +140,40 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
     }
 }
 
-// tuned: predict_gpu_tiled with a 16-element batch tile, nothing staged.
-// Measured 2026-11-21 on an NVIDIA H200 by `halcaps bench` (inputs rotated
-// past L2): MNIST b128 66.5-66.9 us (37% of the copy bandwidth over the bytes
-// floor; 6.2x the naive schedule, 3.6x the blog's kernel, 2.9x cuBLAS with
-// its permute); b512 238 us; wide b32 160 us.
+// tuned: predict_gpu_tiled with blocks of one warp over (e, j) for one input
+// capsule, 32 batch elements per thread, u's tile staged in shared memory:
+// the best of the 48 points of schedules/spaces/capsule_predict_cuda.space,
+// found by `halcaps explore` on an NVIDIA H200 (2026-11-21; 54.8 us there
+// against 68.4 us for `registers`, explore's protocol).
+// Measured the same day by `halcaps bench` (inputs rotated past L2): MNIST
+// b128 51.9 us (47.7% of the copy bandwidth over the bytes floor; 4.8x the
+// blog's kernel), b512 181.6 us (5.2x), wide b32 150.1 us (7.4x).
+void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); }
+
+// registers: 16 batch accumulators per thread, blocks of 32 x 4 threads,
+// nothing staged (the tuned schedule until exploration found a better one).
+// Measured 2026-11-21 on an NVIDIA H200 by `halcaps bench`: MNIST b128
+// 66.5-71.6 us (37% of the copy bandwidth; 6.2x the naive schedule, 3.6x the
+// blog's kernel, 2.9x cuBLAS with its permute); b512 238 us; wide b32 160 us.
 // ncu: about 2 instructions issued per FMA (one scalar u load and its address
 // per FMA) at 50% occupancy (64 registers); DRAM 22% busy: issue-bound.
-// Tried and slower on the same run (MNIST b128): 32-element batch tiles with
-// u staged in shared memory (`staged`, 69 us), the same with 16 (76 us), W
-// also staged (wrong bounds at tails, dropped), 4 e per thread as 16-byte
-// vectors (x4 accumulators, 148 us: Halide scalarises the guarded vector
-// stores and the 4 W loads per k are uncoalesced), vectorised shared reads of
-// u (Halide splits them into 8-byte pieces), the k reduction unrolled by 4
-// or 8 (guarded past K; 69-80 us, also with u staged: 69-76 us: each FMA
-// still needs its own u load). The hand-written forward
+// Tried by hand and slower on the same runs (MNIST b128): 32-element batch
+// tiles with u staged, 4 input capsules a block (`staged`, 69 us), the same
+// with 16 (76 us), W also staged (wrong bounds at tails, dropped), 4 e per
+// thread as 16-byte vectors (x4 accumulators, 148 us: Halide scalarises the
+// guarded vector stores and the 4 W loads per k are uncoalesced), vectorised
+// shared reads of u (Halide splits them into 8-byte pieces), the k reduction
+// unrolled by 4 or 8 (guarded past K; 69-80 us, also with u staged: 69-76 us:
+// each FMA still needs its own u load). The hand-written forward
 // (reference/cuda, 37 us) keeps W rows in registers and reads u as 16-byte
 // broadcasts, which needs K known at compile time.
-void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {}); }
+void predict_registers(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 16, false}); }
 
-// staged: 32-element batch tiles, u staged in shared memory.
-// Measured 2026-11-21, NVIDIA H200, `halcaps bench`: MNIST b128 69 us,
-// b512 248 us, wide b32 181 us: the staging saves the u address arithmetic
-// but costs a barrier and 64 registers of accumulators.
+// staged: 32-element batch tiles, u staged in shared memory, 4 input
+// capsules a block. Measured 2026-11-21, NVIDIA H200, `halcaps bench`: MNIST
+// b128 69-70 us, b512 248 us, wide b32 181 us. One capsule a block (`tuned`)
+// runs 4x more, smaller blocks: the barrier after staging stalls fewer
+// threads, and more blocks fit an SM.
 void predict_staged(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 32, true}); }
 
 // ------------------------------------------------------- gradient w.r.t. u --
@@ -312,6 +323,7 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
     if (name == "naive") predict_naive(s);
     if (name == "tuned") predict_tuned(s);
     if (name == "staged") predict_staged(s);
+    if (name == "registers") predict_registers(s);
 }
 
 void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {

@@ -6,14 +6,13 @@
 halcaps_add_kernel(capsule_predict              cpu       cpu)
 halcaps_add_kernel(capsule_predict              naive     cuda)
 halcaps_add_kernel(capsule_predict              tuned     cuda)
+halcaps_add_kernel(capsule_predict              registers cuda)
 halcaps_add_kernel(capsule_predict              staged    cuda)
 # The best point of `halcaps explore` over schedules/spaces/capsule_predict_cpu.space,
 # pasted from its best.txt (2026-11-21, MNIST b128, 2-core AMD EPYC with
 # AVX-512: 7.64 ms against 7.99 ms for tile_i=16, i.e. `cpu`, within noise).
 # Kept as a kernel so that the tests cover a schedule named by a space point.
 halcaps_add_kernel(capsule_predict  "space:tile_i=32,vec_mult=1,stage_w=1"  cpu)
-# Best of the 48-point CUDA space on an H200 (`halcaps explore`, 2026-11-21).
-halcaps_add_kernel(capsule_predict  "space:ej_threads=32,i_threads=1,batch_tile=32,stage_u=1"  cuda)
 halcaps_add_kernel(capsule_predict_grad_input   cpu       cpu)
 halcaps_add_kernel(capsule_predict_grad_input   naive     cuda)
 halcaps_add_kernel(capsule_predict_grad_input   tuned     cuda)
