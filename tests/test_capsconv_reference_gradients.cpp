@@ -4,40 +4,12 @@
 #include <functional>
 
 #include "capsconv_checks.h"
+#include "finite_differences.h"
 
 using namespace halcaps;
 using namespace halcaps::testing;
 
 namespace {
-
-std::vector<double> to_double(const std::vector<float> &v) { return {v.begin(), v.end()}; }
-
-std::vector<double> finite_difference(const std::function<double()> &f, std::vector<double> &x) {
-    const double h = 1e-6;
-    std::vector<double> grad(x.size());
-    for (size_t n = 0; n < x.size(); n++) {
-        const double saved = x[n];
-        x[n] = saved + h;
-        const double up = f();
-        x[n] = saved - h;
-        const double down = f();
-        x[n] = saved;
-        grad[n] = (up - down) / (2 * h);
-    }
-    return grad;
-}
-
-void require_close(const char *what, const std::vector<double> &analytic, const std::vector<double> &numeric) {
-    REQUIRE(analytic.size() == numeric.size());
-    double diff_sq = 0, ref_sq = 0;
-    for (size_t n = 0; n < analytic.size(); n++) {
-        INFO(what << " element " << n);
-        REQUIRE(std::fabs(analytic[n] - numeric[n]) <= 1e-6 + 1e-6 * std::fabs(numeric[n]));
-        diff_sq += (analytic[n] - numeric[n]) * (analytic[n] - numeric[n]);
-        ref_sq += numeric[n] * numeric[n];
-    }
-    REQUIRE(std::sqrt(diff_sq / ref_sq) < 1e-7);
-}
 
 // Small shapes covering stride 2, padding, batch > 1, co > 1, 1x1 and
 // non-square kernels, and padding wider than the kernel reaches.
@@ -61,10 +33,12 @@ TEST_CASE("capsconv: reference gradients match central finite differences", "[gr
             for (size_t n = 0; n < O.size(); n++) sum += g[n] * O[n];
             return sum;
         };
-        require_close("grad_input", reference::capsconv_grad_input_f64(shape, g.data(), K.data()),
-                      finite_difference(loss, I));
-        require_close("grad_filter", reference::capsconv_grad_filter_f64(shape, g.data(), I.data()),
-                      finite_difference(loss, K));
+        require_matches_finite_differences(
+            "grad_input", reference::capsconv_grad_input_f64(shape, g.data(), K.data()),
+            finite_difference(loss, I));
+        require_matches_finite_differences(
+            "grad_filter", reference::capsconv_grad_filter_f64(shape, g.data(), I.data()),
+            finite_difference(loss, K));
     }
 }
 

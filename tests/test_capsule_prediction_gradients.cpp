@@ -1,6 +1,7 @@
 // The analytic gradients of the float64 reference against central finite
 // differences of its forward pass, for the loss L = sum(g * u_hat). The
 // kernels' gradients are checked against these analytic ones elsewhere.
+#include "finite_differences.h"
 #include "test_support.h"
 
 using namespace halcaps;
@@ -16,36 +17,6 @@ double loss(const reference::PredictShape &s, const std::vector<double> &u, cons
     return sum;
 }
 
-// dL/dx[n] by central differences, for every element of x.
-std::vector<double> finite_difference(const std::function<double()> &f, std::vector<double> &x) {
-    const double h = 1e-6;
-    std::vector<double> grad(x.size());
-    for (size_t n = 0; n < x.size(); n++) {
-        const double saved = x[n];
-        x[n] = saved + h;
-        const double up = f();
-        x[n] = saved - h;
-        const double down = f();
-        x[n] = saved;
-        grad[n] = (up - down) / (2 * h);
-    }
-    return grad;
-}
-
-std::vector<double> to_double(const std::vector<float> &v) { return {v.begin(), v.end()}; }
-
-void require_close(const char *what, const std::vector<double> &analytic, const std::vector<double> &numeric) {
-    REQUIRE(analytic.size() == numeric.size());
-    double diff_sq = 0, ref_sq = 0;
-    for (size_t n = 0; n < analytic.size(); n++) {
-        INFO(what << " element " << n);
-        REQUIRE(std::fabs(analytic[n] - numeric[n]) <= 1e-6 + 1e-6 * std::fabs(numeric[n]));
-        diff_sq += (analytic[n] - numeric[n]) * (analytic[n] - numeric[n]);
-        ref_sq += numeric[n] * numeric[n];
-    }
-    REQUIRE(std::sqrt(diff_sq / ref_sq) < 1e-7);
-}
-
 }  // namespace
 
 TEST_CASE("reference gradients match central finite differences", "[gradient]") {
@@ -55,8 +26,10 @@ TEST_CASE("reference gradients match central finite differences", "[gradient]") 
         PredictProblem p(shape);
         auto u = to_double(p.u), W = to_double(p.W), g = to_double(p.g);
         auto f = [&] { return loss(shape, u, W, g); };
-        require_close("grad_u", reference::predict_grad_input_f64(shape, g.data(), W.data()), finite_difference(f, u));
-        require_close("grad_W", reference::predict_grad_weight_f64(shape, g.data(), u.data()), finite_difference(f, W));
+        require_matches_finite_differences(
+            "grad_u", reference::predict_grad_input_f64(shape, g.data(), W.data()), finite_difference(f, u));
+        require_matches_finite_differences(
+            "grad_W", reference::predict_grad_weight_f64(shape, g.data(), u.data()), finite_difference(f, W));
     }
 }
 

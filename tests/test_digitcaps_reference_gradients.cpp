@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "digitcaps_reference.h"
+#include "finite_differences.h"
 #include "test_support.h"
 
 using namespace halcaps;
@@ -23,36 +24,6 @@ double dot(const std::vector<double> &a, const std::vector<double> &b) {
     return sum;
 }
 
-// dL/dx[n] by central differences (h = 1e-6), for every element of x.
-std::vector<double> finite_difference(const std::function<double()> &f, std::vector<double> &x) {
-    const double h = 1e-6;
-    std::vector<double> grad(x.size());
-    for (size_t n = 0; n < x.size(); n++) {
-        const double saved = x[n];
-        x[n] = saved + h;
-        const double up = f();
-        x[n] = saved - h;
-        const double down = f();
-        x[n] = saved;
-        grad[n] = (up - down) / (2 * h);
-    }
-    return grad;
-}
-
-// Central differences of a smooth function in float64 are good to ~1e-9 here
-// (truncation h^2 ~ 1e-12, rounding ~1e-16 |L| / h); 1e-6 leaves room and
-// still catches any wrong term (those are O(0.01..1)).
-void require_close(const char *what, const std::vector<double> &analytic, const std::vector<double> &numeric) {
-    REQUIRE(analytic.size() == numeric.size());
-    double diff_sq = 0, ref_sq = 0;
-    for (size_t n = 0; n < analytic.size(); n++) {
-        INFO(what << " element " << n << ": analytic " << analytic[n] << ", finite difference " << numeric[n]);
-        REQUIRE(std::fabs(analytic[n] - numeric[n]) <= 1e-6 + 1e-6 * std::fabs(numeric[n]));
-        diff_sq += (analytic[n] - numeric[n]) * (analytic[n] - numeric[n]);
-        ref_sq += numeric[n] * numeric[n];
-    }
-    REQUIRE(std::sqrt(diff_sq / std::max(ref_sq, 1e-300)) < 1e-6);
-}
 
 }  // namespace
 
@@ -78,7 +49,8 @@ TEST_CASE("reference squash backward matches finite differences", "[gradient][sq
     for (int64_t e = 0; e < dim; e++) s[2 * dim + e] *= 30.0;  // large norm: v is nearly a unit vector
     const auto g = random_doubles(rows * dim);
     auto f = [&] { return dot(g, reference::squash_f64(rows, dim, s.data())); };
-    require_close("grad_s", reference::squash_backward_f64(rows, dim, s.data(), g.data()), finite_difference(f, s));
+    require_matches_finite_differences(
+        "grad_s", reference::squash_backward_f64(rows, dim, s.data(), g.data()), finite_difference(f, s), 1e-6);
 }
 
 TEST_CASE("reference routing backward matches finite differences", "[gradient][routing]") {
@@ -91,8 +63,8 @@ TEST_CASE("reference routing backward matches finite differences", "[gradient][r
             const auto g = random_doubles(shape.v_size());
             auto f = [&] { return dot(g, reference::route_f64(shape, u_hat.data(), b0.data(), iterations)); };
             const auto analytic = reference::route_backward_f64(shape, u_hat.data(), b0.data(), g.data(), iterations);
-            require_close("grad_u_hat", analytic.grad_u_hat, finite_difference(f, u_hat));
-            require_close("grad_b0", analytic.grad_b0, finite_difference(f, b0));
+            require_matches_finite_differences("grad_u_hat", analytic.grad_u_hat, finite_difference(f, u_hat), 1e-6);
+            require_matches_finite_differences("grad_b0", analytic.grad_b0, finite_difference(f, b0), 1e-6);
             // A null b0 means zeros.
             if (!with_b0) {
                 const auto null_b0 = reference::route_backward_f64(shape, u_hat.data(), nullptr, g.data(), iterations);
@@ -115,9 +87,9 @@ TEST_CASE("reference DigitCaps layer backward matches finite differences", "[gra
             };
             const auto analytic =
                 reference::digitcaps_backward_f64(shape, u.data(), W.data(), b0.data(), g.data(), iterations);
-            require_close("grad_u", analytic.grad_u, finite_difference(f, u));
-            require_close("grad_W", analytic.grad_W, finite_difference(f, W));
-            require_close("grad_b0", analytic.grad_b0, finite_difference(f, b0));
+            require_matches_finite_differences("grad_u", analytic.grad_u, finite_difference(f, u), 1e-6);
+            require_matches_finite_differences("grad_W", analytic.grad_W, finite_difference(f, W), 1e-6);
+            require_matches_finite_differences("grad_b0", analytic.grad_b0, finite_difference(f, b0), 1e-6);
         }
     }
 }
