@@ -28,17 +28,6 @@ struct PredictArgs {
     uint64_t seed = 0;  // 0: draw one
 };
 
-npy::Array load_npy(const std::string &path, size_t rank, const char *layout) {
-    npy::Array array;
-    std::string error;
-    if (!npy::read_float32(path, &array, &error)) throw UsageError{error};
-    if (array.shape.size() != rank) {
-        throw UsageError{path + ": expected rank " + std::to_string(rank) + " " + layout + ", got " +
-                         shape_string(array.shape)};
-    }
-    return array;
-}
-
 void save_npy(const std::string &path, const Tensor &t) {
     std::string error;
     if (!npy::write_float32(path, t.shape(), t.host().data(), &error)) throw UsageError{error};

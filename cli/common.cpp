@@ -208,4 +208,15 @@ std::string shape_string(const std::vector<int64_t> &shape) {
     return s + "]";
 }
 
+npy::Array load_npy(const std::string &path, size_t rank, const char *layout) {
+    npy::Array array;
+    std::string error;
+    if (!npy::read_float32(path, &array, &error)) throw UsageError{error};
+    if (array.shape.size() != rank) {
+        throw UsageError{path + ": expected rank " + std::to_string(rank) + " " + layout + ", got " +
+                         shape_string(array.shape)};
+    }
+    return array;
+}
+
 }  // namespace halcaps::cli

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/npy.h"
 #include "halcaps/halcaps.h"
 
 namespace halcaps::cli {
@@ -68,5 +69,9 @@ double measured_copy_bandwidth_gbs(Device device);
 double measured_write_bandwidth_gbs(Device device);
 
 std::string shape_string(const std::vector<int64_t> &shape);
+
+// A float32 .npy file of the given rank (`layout` names its dimensions in the
+// message), or a UsageError naming the file.
+npy::Array load_npy(const std::string &path, size_t rank, const char *layout);
 
 }  // namespace halcaps::cli

@@ -30,17 +30,6 @@ struct RoutingArgs {
     uint64_t seed = 0;
 };
 
-npy::Array load_npy(const std::string &path, size_t rank, const char *layout) {
-    npy::Array array;
-    std::string error;
-    if (!npy::read_float32(path, &array, &error)) throw UsageError{error};
-    if (array.shape.size() != rank) {
-        throw UsageError{path + ": expected rank " + std::to_string(rank) + " " + layout + ", got " +
-                         shape_string(array.shape)};
-    }
-    return array;
-}
-
 std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, int iterations,
                                                 Device device) {
     std::vector<std::string> names;
