@@ -17,6 +17,7 @@
 #include "capsule_prediction_reference.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/json.h"
 #include "cli/shapes.h"
 #include "compare.h"
 #include "digitcaps_reference.h"
@@ -376,23 +377,6 @@ std::string iso_time_now() {
     char text[32];
     const std::time_t now = std::time(nullptr);
     std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    return text;
-}
-
-std::string json_string(const std::string &s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) continue;
-        out += c;
-    }
-    return out + "\"";
-}
-
-std::string json_number(double x) {
-    if (!std::isfinite(x)) return "null";
-    char text[40];
-    std::snprintf(text, sizeof text, "%.6g", x);
     return text;
 }
 

@@ -29,6 +29,7 @@
 #include "cli/explore_compile.h"
 #include "cli/explore_kernel.h"
 #include "cli/explore_space.h"
+#include "cli/json.h"
 #include "cli/shapes.h"
 #include "compare.h"
 #include "runtime/src/halide_call.h"
@@ -42,26 +43,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::string json_string(const std::string &s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) {
-            out += ' ';
-            continue;
-        }
-        out += c;
-    }
-    return out + "\"";
-}
-
-std::string json_number(double x) {
-    if (!std::isfinite(x)) return "null";
-    char text[64];
-    std::snprintf(text, sizeof text, "%.6g", x);
-    return text;
-}
 
 // "3m 20s"-style durations for the progress lines.
 std::string duration(double s) {
