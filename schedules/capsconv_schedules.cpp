@@ -231,26 +231,33 @@ void capsconv_vaidya(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_i
 // tuned: four threads per output pixel, one per pose row i (4 accumulators,
 // the row times the filter pose), so the seed problem (one co, 124 x 124
 // pixels) runs 61504 threads rather than 15376; blocks of 32 x 2 pixels x 4
-// rows; filter poses of 4 input types and the input tile staged in shared
-// memory per step. GPU time: not measured yet.
-void capsconv_tuned(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 2, true, 1, 4, true}); }
+// rows; filter poses of 4 input types a step staged in shared memory, the
+// input read through L1 (staging it too, with its halo, needs more than the
+// default 48 KB of shared memory at stride 3 for 32 x 2 tiles: tuned_pose
+// stages it on square tiles). GPU time: not measured yet.
+void capsconv_tuned(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 2, true, 1, 4, false}); }
 
 // tuned_co4: as tuned, but each thread holds 4 output capsule types (16
 // registers), so each input row loaded feeds 4 filter poses: for layers with
 // many co (n=8, 32x32, ci=co=32); at co=1 three quarters of its work is
-// thrown away. Blocks of 16 x 4 pixels x 4 rows. GPU time: not measured yet.
+// thrown away. Blocks of 16 x 4 pixels x 4 rows, filter poses of 2 input
+// types a step (shared: 2 x 64 x kh x kw floats, 12.8 KB at 5x5).
+// GPU time: not measured yet.
 void capsconv_tuned_co4(CapsConvStages &s) {
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 4, true, 4, 4, true});
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 4, true, 4, 2, false});
 }
 
 // tuned_pose: Vaidya's thread layout (a whole 4x4 pose per thread, 16
-// registers; each input pose loaded feeds 64 FMAs) with the tuned staging:
-// 4 input types a step, the input tile staged too; blocks of 16 x 8 pixels.
+// registers; each input pose loaded feeds 64 FMAs) with the input tile
+// staged in shared memory too, one input type a step, blocks of 8 x 8
+// pixels. The staged tile is (7 s + kw) x (7 s + kh) poses: it fits the
+// 48 KB of shared memory a launch gets by default up to stride 3 with 5x5
+// filters (44.9 KB); larger strides or filters fail with cuda_error.
 // (2 co per thread, 32 registers, put the accumulators in local memory:
 // Halide then keeps the block's whole tile per thread; checked in the PTX.)
 // GPU time: not measured yet.
 void capsconv_tuned_pose(CapsConvStages &s) {
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 8, false, 1, 4, true});
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {8, 8, false, 1, 1, true});
 }
 
 // grad_filter on the GPU: the sum over every output pixel is split by rows
@@ -341,7 +348,7 @@ void schedule_capsconv_grad_input(const std::string &name, const Target &target,
     // a step with their filter poses and grad_output tile staged. Taps that
     // do not divide by the stride multiply a zero, as on the CPU.
     // GPU time: not measured yet.
-    if (name == "tuned") pose_conv_gpu(s.grad_I, s.accum, s.r, s.K_in, s.g_pad, {32, 2, true, 1, 4, true, 3});
+    if (name == "tuned") pose_conv_gpu(s.grad_I, s.accum, s.r, s.K_in, s.g_pad, {32, 2, true, 1, 4, false, 3});
 }
 
 // cpu: the filter's (dx, dy) taps in parallel, blocks of 4 ci in registers,
