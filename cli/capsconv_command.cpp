@@ -22,15 +22,16 @@ struct CapsConvArgs {
     int kernel = 0;  // --kernel sets kh = kw
     std::string implementation;  // empty: the default; "all": every one
     bool backward = false, baseline = true;
+    std::string device = "cpu";  // cpu, cuda or auto
     int warmup = 2, repeats = 10;
     uint64_t seed = 0;
 };
 
-std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested) {
+std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device) {
     if (requested != "" && requested != "all") return {requested};
     std::vector<std::string> names;
     for (const auto &info : list_implementations()) {
-        if (info.op == op && info.device == Device::cpu) names.push_back(info.implementation);
+        if (info.op == op && info.device == device) names.push_back(info.implementation);
     }
     if (requested.empty() && names.size() > 1) names.resize(1);
     return names;
@@ -57,18 +58,21 @@ void run(CapsConvArgs &a) {
     }
     if (a.seed == 0) a.seed = std::random_device{}() | 1;
     std::mt19937_64 rng(a.seed);
-    std::printf("halcaps capsconv: device cpu, n=%lld %lldx%lld ci=%lld, filter %lldx%lld co=%lld, stride %lld, "
+    const Device device = parse_device(a.device);
+    // The naive OpenMP loops are the CPU's comparison point only.
+    if (device == Device::cuda) a.baseline = false;
+    std::printf("halcaps capsconv: device %s, n=%lld %lldx%lld ci=%lld, filter %lldx%lld co=%lld, stride %lld, "
                 "pad %lld -> %lldx%lld, %.3f GFLOP, seed %llu\n",
-                (long long)s.batch, (long long)s.height, (long long)s.width, (long long)s.in_caps,
+                device == Device::cuda ? cuda_device_name().c_str() : "cpu", (long long)s.batch, (long long)s.height, (long long)s.width, (long long)s.in_caps,
                 (long long)s.kernel_h, (long long)s.kernel_w, (long long)s.out_caps, (long long)s.stride,
                 (long long)s.pad, (long long)s.out_height(), (long long)s.out_width(), s.flops() / 1e9,
                 (unsigned long long)a.seed);
-    const Device device = Device::cpu;
     Tensor input({s.batch, s.height, s.width, s.in_caps, 4, 4}, device);
     Tensor filter({s.kernel_h, s.kernel_w, s.in_caps, s.out_caps, 4, 4}, device);
     Tensor output({s.batch, s.out_height(), s.out_width(), s.out_caps, 4, 4}, device);
     Tensor grad_output(output.shape(), device), grad_input(input.shape(), device), grad_filter(filter.shape(), device);
     input.fill_normal(rng), filter.fill_normal(rng), grad_output.fill_normal(rng);
+    input.upload(), filter.upload(), grad_output.upload();
     const ConvParams params{static_cast<int>(s.stride), static_cast<int>(s.pad)};
     const auto tol = reference::float32_sum_tolerance(s.kernel_h * s.kernel_w * s.in_caps * 4);
 
@@ -88,13 +92,14 @@ void run(CapsConvArgs &a) {
         baseline_us = t.median_us;
         print_row("forward", "naive_openmp", c.passed ? "ok" : "WRONG", t, s.flops(), 0, c.summary());
     }
-    for (const std::string &name : implementations_to_run("capsconv", a.implementation)) {
+    for (const std::string &name : implementations_to_run("capsconv", a.implementation, device)) {
         Options options;
         options.device = device;
         options.implementation = name;
         auto call = [&] { return capsconv(input.view(), filter.view(), output.view(), params, options); };
         output.poison();
         check(call());
+        output.download();
         const auto c = reference::compare(output.host().data(), ref, tol);
         failures += !c.passed;
         const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call()); });
@@ -105,7 +110,7 @@ void run(CapsConvArgs &a) {
         const auto ref_gk = reference::capsconv_grad_filter_f64(s, grad_output.host().data(), input.host().data());
         const auto tol_gi = reference::float32_sum_tolerance(s.kernel_h * s.kernel_w * s.out_caps * 4);
         const auto tol_gk = reference::float32_sum_tolerance(s.batch * s.out_height() * s.out_width() * 4);
-        for (const std::string &name : implementations_to_run("capsconv_backward", a.implementation)) {
+        for (const std::string &name : implementations_to_run("capsconv_backward", a.implementation, device)) {
             Options options;
             options.device = device;
             options.implementation = name;
@@ -115,6 +120,7 @@ void run(CapsConvArgs &a) {
             };
             grad_input.poison(), grad_filter.poison();
             check(call());
+            grad_input.download(), grad_filter.download();
             const auto ci = reference::compare(grad_input.host().data(), ref_gi, tol_gi);
             const auto ck = reference::compare(grad_filter.host().data(), ref_gk, tol_gk);
             const auto &worst = ci.passed ? ck : ci;
@@ -131,7 +137,7 @@ void run(CapsConvArgs &a) {
 void add_capsconv_command(CLI::App &app) {
     auto a = std::make_shared<CapsConvArgs>();
     CLI::App *cmd = app.add_subcommand(
-        "capsconv", "The 4x4-pose capsule convolution on the CPU (default: Vaidya's seed problem); checks every "
+        "capsconv", "The 4x4-pose capsule convolution on the CPU or a CUDA device (default: Vaidya's seed problem); checks every "
                     "result against the float64 reference, then times it against the naive OpenMP loops.");
     auto &s = a->shape;
     cmd->add_option("--batch,-n", s.batch, "batch n")->capture_default_str();
@@ -146,6 +152,9 @@ void add_capsconv_command(CLI::App &app) {
     cmd->add_option("--pad", s.pad, "zero padding on every side")->capture_default_str();
     cmd->add_option("--schedule", a->implementation,
                     "implementation to run (see `halcaps info`); default: cpu; 'all': every one built");
+    cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->capture_default_str();
     cmd->add_flag("--backward", a->backward, "also run both gradients from a random grad_output");
     cmd->add_flag("!--no-baseline", a->baseline, "skip the naive OpenMP loops");
     cmd->add_option("--warmup", a->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))

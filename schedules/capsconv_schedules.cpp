@@ -19,7 +19,9 @@ using schedule_util::check_schedule;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu", "simple"};
-const std::vector<std::string> kGpuSchedules = {};
+// The GPU schedules (below the CPU ones): forward, and the gradients' subsets.
+const std::vector<std::string> kGpuSchedules = {"vaidya", "tuned", "tuned_co4", "tuned_pose"};
+const std::vector<std::string> kGpuGradientSchedules = {"tuned"};
 
 // Output pixels along x held in registers at once by the cpu schedules: each
 // filter pose loaded is reused for this many pixels.
@@ -115,12 +117,216 @@ void capsconv_cpu(CapsConvStages &s) {
     stage_rows_transposed(s.O, s.I_pad);
 }
 
+// ------------------------------------------------------------------- GPU --
+//
+// The forward and grad_input share one GPU schedule (pose_conv_gpu): both
+// are "for every output pose (p0, p1) of capsule type `a` at pixel (x, y, n),
+// sum over a pose index, a capsule type and the filter taps of operand x
+// filter products". A block owns a tile of output pixels and capsule types;
+// its threads own pixels (and, with row_threads, one pose row each) and keep
+// their accumulators in registers across the whole reduction. The reduction's
+// capsule types are walked in chunks; for each chunk the block copies the
+// filter poses it needs (and, with stage_input, the input tile plus its halo)
+// to shared memory, then every thread runs the chunk's taps from there.
+// Halide puts the barriers around each copy.
+//
+// No GPU is on the build machine: GPU time: not measured yet, for every GPU
+// schedule below (the lead measures them on the H200).
+
+struct PoseConvGpuTiling {
+    int x_threads;      // output pixels along x, one thread each
+    int y_threads;      // output pixels along y, one thread each
+    bool row_threads;   // one thread per pose row (4 accumulators a capsule type), else the whole pose (16)
+    int caps_tile;      // output capsule types per thread, all in registers
+    int chunk;          // reduction capsule types per shared-memory step
+    bool stage_input;   // copy the input tile (with its halo) to shared memory too
+    int filter_out_caps_dim = 2;  // the filter dim of the output's capsule type (forward: co, 2)
+};
+
+// `f`, computed at a loop of the block `accum` runs in, copied to shared
+// memory by every thread of the block: its region flattened, then dealt out
+// over the block's thread dims (the same extents as the compute, so that
+// Halide's fused thread loops do not grow the block).
+// `fixed` gives the extents of the dims known at build time (dim index,
+// extent): the pose dims and capsule-type tiles. Stated, they keep the shared
+// allocation's size free of the block and chunk indices (otherwise the host
+// takes the maximum over every block before each launch), and a tail chunk
+// copies a whole chunk (the operands are zero or clamped past their ends).
+void stage_in_shared(Func f, Func accum, const RVar &at, const std::vector<int> &thread_extents,
+                     const std::vector<std::pair<int, int>> &fixed) {
+    std::vector<Var> a = f.args();
+    for (const auto &[dim, extent] : fixed) f.bound_extent(a[dim], extent);
+    Var flat("flat"), fo("fo"), fi("fi"), t0("t0"), t1("t1"), t2("t2"), rest("rest");
+    int threads = 1;
+    for (int e : thread_extents) threads *= e;
+    f.compute_at(accum, at).store_in(MemoryType::GPUShared);
+    f.fuse(a[0], a[1], flat);
+    for (size_t d = 2; d < a.size(); d++) f.fuse(flat, a[d], flat);
+    f.split(flat, fo, fi, threads, TailStrategy::GuardWithIf);
+    if (thread_extents.size() == 3) {
+        f.split(fi, rest, t0, thread_extents[0]).split(rest, t2, t1, thread_extents[1]).gpu_threads(t0, t1, t2);
+    } else {
+        f.split(fi, t1, t0, thread_extents[0]).gpu_threads(t0, t1);
+    }
+}
+
+// `out` (p0, p1, a, x, y, n), `accum` its pure-init + update, `r` over
+// (pose index, capsule type, dx, dy), `filter` and `input` the two operands.
+void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input, const PoseConvGpuTiling &t) {
+    std::vector<Var> d = out.args();
+    Var p0 = d[0], p1 = d[1], a = d[2], x = d[3], y = d[4], n = d[5];
+    Var xo("xo"), xt("xt"), yo("yo"), yt("yt"), ao("ao"), ai("ai"), an("an");
+    out.split(x, xo, xt, t.x_threads, TailStrategy::GuardWithIf)
+        .split(y, yo, yt, t.y_threads, TailStrategy::GuardWithIf)
+        .split(a, ao, ai, t.caps_tile, TailStrategy::GuardWithIf)
+        .fuse(ao, n, an);
+    std::vector<int> threads;
+    if (t.row_threads) {
+        out.reorder(p0, ai, p1, xt, yt, xo, yo, an).gpu_threads(p1, xt, yt);
+        threads = {4, t.x_threads, t.y_threads};
+    } else {
+        out.reorder(p0, p1, ai, xt, yt, xo, yo, an).gpu_threads(xt, yt).unroll(p1);
+        threads = {t.x_threads, t.y_threads};
+    }
+    out.gpu_blocks(xo, yo, an).unroll(p0).unroll(ai);
+
+    // The block's accumulators, a whole tile even at the edges (the operands
+    // are zero or clamped outside their ranges; what lies past the output is
+    // never stored), in registers: each thread only touches its own.
+    accum.compute_at(out, xo)
+        .store_in(MemoryType::Register)
+        .bound_extent(p0, 4)
+        .bound_extent(p1, 4)
+        .bound_extent(a, t.caps_tile)
+        .bound_extent(x, t.x_threads)
+        .bound_extent(y, t.y_threads)
+        .bound_extent(n, 1);
+    RVar rco("rco"), rci("rci");
+    Stage update = accum.update();
+    update.split(r.y, rco, rci, t.chunk, TailStrategy::GuardWithIf);
+    if (t.row_threads) {
+        accum.reorder(p0, a, n, p1, x, y).gpu_threads(p1, x, y);
+        update.reorder(p0, a, n, r.x, r.z, r.w, rci, p1, x, y, rco).gpu_threads(p1, x, y);
+    } else {
+        accum.reorder(p0, p1, a, n, x, y).gpu_threads(x, y).unroll(p1);
+        update.reorder(p0, p1, a, n, r.x, r.z, r.w, rci, x, y, rco).gpu_threads(x, y).unroll(p1);
+    }
+    accum.unroll(p0).unroll(a).unroll(n);
+    update.unroll(p0).unroll(a).unroll(n).unroll(r.x);
+
+    // The filter's capsule dims: (2, 3) = (co, ci) in the forward, where co
+    // is the output's and ci the reduction's; the other way round in grad_input.
+    const int filter_out = t.filter_out_caps_dim, filter_red = 5 - filter_out;
+    stage_in_shared(filter, accum, rco, threads, {{0, 4}, {1, 4}, {filter_red, t.chunk}});
+    if (t.stage_input) stage_in_shared(input, accum, rco, threads, {{0, 4}, {1, 4}});
+}
+
+// vaidya: Vaidya's decomposition: one thread per output pixel (for one n and
+// one co), its whole 4x4 output pose in 16 registers, the filter poses of one
+// input capsule type at a time staged in shared memory (all taps), the input
+// read straight from global memory (through L1). Blocks of 32 x 4 pixels.
+// GPU time: not measured yet.
+void capsconv_vaidya(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 4, false, 1, 1, false}); }
+
+// tuned: four threads per output pixel, one per pose row i (4 accumulators,
+// the row times the filter pose), so the seed problem (one co, 124 x 124
+// pixels) runs 61504 threads rather than 15376; blocks of 32 x 2 pixels x 4
+// rows; filter poses of 4 input types a step staged in shared memory, the
+// input read through L1 (staging it too, with its halo, needs more than the
+// default 48 KB of shared memory at stride 3 for 32 x 2 tiles: tuned_pose
+// stages it on square tiles). GPU time: not measured yet.
+void capsconv_tuned(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 2, true, 1, 4, false}); }
+
+// tuned_co4: as tuned, but each thread holds 4 output capsule types (16
+// registers), so each input row loaded feeds 4 filter poses: for layers with
+// many co (n=8, 32x32, ci=co=32); at co=1 three quarters of its work is
+// thrown away. Blocks of 16 x 4 pixels x 4 rows, filter poses of 2 input
+// types a step (shared: 2 x 64 x kh x kw floats, 12.8 KB at 5x5).
+// GPU time: not measured yet.
+void capsconv_tuned_co4(CapsConvStages &s) {
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 4, true, 4, 2, false});
+}
+
+// tuned_pose: Vaidya's thread layout (a whole 4x4 pose per thread, 16
+// registers; each input pose loaded feeds 64 FMAs) with the input tile
+// staged in shared memory too, one input type a step, blocks of 8 x 8
+// pixels. The staged tile is (7 s + kw) x (7 s + kh) poses: it fits the
+// 48 KB of shared memory a launch gets by default up to stride 3 with 5x5
+// filters (44.9 KB); larger strides or filters fail with cuda_error.
+// (2 co per thread, 32 registers, put the accumulators in local memory:
+// Halide then keeps the block's whole tile per thread; checked in the PTX.)
+// GPU time: not measured yet.
+void capsconv_tuned_pose(CapsConvStages &s) {
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {8, 8, false, 1, 1, true});
+}
+
+// grad_filter on the GPU: the sum over every output pixel is split by rows
+// of the output (rfactor over y): a first kernel sums chunks of
+// ceil(OH / 64) rows into a partial buffer (at most 64 partials per filter
+// element; a thread owns one whole 4x4 filter pose, 16 registers, and walks
+// its chunk's pixels and images), a second adds the partials. The seed
+// problem has only 75 filter poses (ci=3, 5x5, co=1): without the split
+// that is 75 threads. GPU time: not measured yet.
+void grad_filter_gpu(CapsConvGradFilterStages &s) {
+    RVar ryo("ryo"), ryi("ryi");
+    Var u("u");
+    // The output height is r.z's extent; chunks of ceil(OH / 64) rows.
+    Expr rows = (s.r.z.extent() + 63) / 64;
+    s.accum.update().split(s.r.z, ryo, ryi, rows, TailStrategy::GuardWithIf);
+    Func partial = s.accum.update().rfactor(ryo, u);
+    // partial(j, c, co, ci, dx, dy, u): its 16 pose elements per thread in
+    // registers (partial computed per thread of its wrapper).
+    Func partial_out = partial.in();
+    // Threads over (row chunk u, ci), 32 x 4, blocks over (u, (ci, co),
+    // (dx, dy)): the seed problem (62 chunks, ci=3, co=1, 25 taps) gets 50
+    // blocks, the n=8 layer (32 chunks, ci=co=32, 9 taps) 2304. Only block
+    // indices are fused: a fused thread index hides the per-thread point
+    // from bounds inference.
+    std::vector<Var> pa = partial_out.args();  // (j, c, co, ci, dx, dy, u)
+    Var uo("uo"), ut("ut"), cio("cio"), cit("cit"), cb("cb"), taps("taps");
+    partial_out.compute_root()
+        .split(pa[6], uo, ut, 32, TailStrategy::GuardWithIf)
+        .split(pa[3], cio, cit, 4, TailStrategy::GuardWithIf)
+        .fuse(cio, pa[2], cb)
+        .fuse(pa[4], pa[5], taps)
+        .reorder(pa[0], pa[1], ut, cit, uo, cb, taps)
+        .gpu_threads(ut, cit)
+        .gpu_blocks(uo, cb, taps)
+        .unroll(pa[0])
+        .unroll(pa[1]);
+    std::vector<Var> pv = partial.args();
+    partial.compute_at(partial_out, ut).store_in(MemoryType::Register);
+    partial.bound_extent(pv[0], 4).bound_extent(pv[1], 4);
+    for (size_t k = 2; k < pv.size(); k++) partial.bound_extent(pv[k], 1);
+    partial.unroll(pv[0]).unroll(pv[1]);
+    // The update's reduction: pose index (r.x, unrolled: each step is a
+    // 4 x 4 outer-product sum, 64 FMAs), x, the chunk's rows, images.
+    partial.update().reorder(pv[0], pv[1], s.r.x, s.r.y, ryi, s.r.w).unroll(pv[0]).unroll(pv[1]).unroll(s.r.x);
+
+    // The sum of the partials: one thread per filter element, (j, c) x 8 ci
+    // a block.
+    std::vector<Var> g = s.grad_K.args();  // (j, c, co, ci, dx, dy)
+    Var jc("jc"), go("go"), gt("gt"), gtaps("gtaps");
+    s.grad_K.fuse(g[0], g[1], jc)
+        .split(g[3], go, gt, 8, TailStrategy::GuardWithIf)
+        .fuse(g[4], g[5], gtaps)
+        .reorder(jc, gt, go, g[2], gtaps)
+        .gpu_threads(jc, gt)
+        .gpu_blocks(go, g[2], gtaps);
+    s.accum.compute_at(s.grad_K, jc).store_in(MemoryType::Register);
+    for (const Var &v : s.accum.args()) s.accum.bound_extent(v, 1);
+}
+
 }  // namespace
 
 void schedule_capsconv(const std::string &name, const Target &target, CapsConvStages &s) {
     check_schedule("capsconv", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "cpu") capsconv_cpu(s);
     if (name == "simple") pose_simple(s.O, s.accum);
+    if (name == "vaidya") capsconv_vaidya(s);
+    if (name == "tuned") capsconv_tuned(s);
+    if (name == "tuned_co4") capsconv_tuned_co4(s);
+    if (name == "tuned_pose") capsconv_tuned_pose(s);
 }
 
 // cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,
@@ -129,7 +335,7 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
 // Measured alone (a direct call, median of 7, same machine, under load):
 // seed 1964 µs (3909 before the stride-1 specialisation), n=8 layer 91 ms.
 void schedule_capsconv_grad_input(const std::string &name, const Target &target, CapsConvGradInputStages &s) {
-    check_schedule("capsconv_grad_input", name, target, kCpuSchedules, kGpuSchedules);
+    check_schedule("capsconv_grad_input", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") {
         pose_block_cpu(s.grad_I, s.accum, s.r);
         stage_rows_transposed(s.grad_I, s.g_pad);
@@ -137,6 +343,12 @@ void schedule_capsconv_grad_input(const std::string &name, const Target &target,
         s.grad_I.specialize(s.stride == 1);
     }
     if (name == "simple") pose_simple(s.grad_I, s.accum);
+    // tuned: the forward's `tuned` layout with the roles renamed: threads own
+    // input pixels and pose rows, the reduction walks 4 output capsule types
+    // a step with their filter poses and grad_output tile staged. Taps that
+    // do not divide by the stride multiply a zero, as on the CPU.
+    // GPU time: not measured yet.
+    if (name == "tuned") pose_conv_gpu(s.grad_I, s.accum, s.r, s.K_in, s.g_pad, {32, 2, true, 1, 4, false, 3});
 }
 
 // cpu: the filter's (dx, dy) taps in parallel, blocks of 4 ci in registers,
@@ -144,7 +356,7 @@ void schedule_capsconv_grad_input(const std::string &name, const Target &target,
 // Measured alone (as grad_input, under load): seed 2267 µs, n=8 layer 232 ms
 // (256 ms before the padded copy of the input).
 void schedule_capsconv_grad_filter(const std::string &name, const Target &target, CapsConvGradFilterStages &s) {
-    check_schedule("capsconv_grad_filter", name, target, kCpuSchedules, kGpuSchedules);
+    check_schedule("capsconv_grad_filter", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") {
         pose_block_cpu(s.grad_K, s.accum, s.r);
         // The whole zero-padded input written out once, so the sum over
@@ -154,6 +366,7 @@ void schedule_capsconv_grad_filter(const std::string &name, const Target &target
         s.I_pad.compute_root().fuse(a[4], a[5], yn).parallel(yn).vectorize(a[0], 4).vectorize(a[1], 4);
     }
     if (name == "simple") pose_simple(s.grad_K, s.accum);
+    if (name == "tuned") grad_filter_gpu(s);
 }
 
 }  // namespace halcaps

@@ -53,3 +53,14 @@ halcaps_add_kernel(capsconv                     cpu       cpu)
 halcaps_add_kernel(capsconv                     simple    cpu)
 halcaps_add_kernel(capsconv_grad_input          cpu       cpu)
 halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)
+# On CUDA (GPU time: not measured yet; see the schedules' comments): vaidya
+# (a thread per output pixel, Vaidya's decomposition), tuned (a thread per
+# pose row, the CUDA default) and two variants of it to time against each
+# other; the gradients have `tuned` only, so capsconv_backward's CUDA
+# implementation is `tuned`.
+halcaps_add_kernel(capsconv                     vaidya     cuda)
+halcaps_add_kernel(capsconv                     tuned      cuda)
+halcaps_add_kernel(capsconv                     tuned_co4  cuda)
+halcaps_add_kernel(capsconv                     tuned_pose cuda)
+halcaps_add_kernel(capsconv_grad_input          tuned      cuda)
+halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)

@@ -1,0 +1,177 @@
+// The capsule convolution's Halide CUDA kernels (forward and both gradients)
+// against the float64 reference: odd sizes (extents 1, 3, 7, primes, one off
+// every tile the GPU schedules use), stride 2 and 3, padding, n > 1, co > 1,
+// 1x1, 3x3 and 5x5 filters, the seed problem; host tensors (copied by the
+// runtime) and device tensors on the default and on the caller's stream;
+// outputs NaN-poisoned. Linked into halcaps_cuda_tests, whose main (in
+// test_cuda.cpp) reports "skipped" without a CUDA device. Tag [cuda][capsconv].
+#include <cuda_runtime.h>
+
+#include "capsconv_checks.h"
+
+using namespace halcaps;
+using namespace halcaps::testing;
+using reference::CapsConvShape;
+
+namespace {
+
+void cuda_ok(cudaError_t err) {
+    INFO(cudaGetErrorString(err));
+    REQUIRE(err == cudaSuccess);
+}
+
+// A device copy of a host vector, or NaN-filled (all-ones bytes) when `poison`.
+struct DeviceBuffer {
+    float *data = nullptr;
+    size_t count = 0;
+
+    DeviceBuffer(const std::vector<float> &host, bool poison) : count(host.size()) {
+        cuda_ok(cudaMalloc(&data, count * sizeof(float)));
+        if (poison) {
+            cuda_ok(cudaMemset(data, 0xFF, count * sizeof(float)));
+        } else {
+            cuda_ok(cudaMemcpy(data, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+        }
+    }
+    DeviceBuffer(const DeviceBuffer &) = delete;
+    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+    ~DeviceBuffer() { cudaFree(data); }
+    std::vector<float> download() const {
+        std::vector<float> host(count);
+        cuda_ok(cudaMemcpy(host.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost));
+        return host;
+    }
+    TensorView view(std::vector<int64_t> shape) const {
+        TensorView v;
+        v.data = data;
+        v.shape = std::move(shape);
+        v.space = MemorySpace::cuda;
+        return v;
+    }
+};
+
+Options cuda_options(const std::string &implementation, cudaStream_t stream = nullptr) {
+    Options o;
+    o.device = Device::cuda;
+    o.implementation = implementation;
+    o.cuda_stream = stream;
+    return o;
+}
+
+// The Halide CUDA implementations of `op` in this build (hand-written CUDA
+// peers, when built, have their own tests).
+std::vector<std::string> halide_cuda_implementations(const std::string &op) {
+    std::vector<std::string> names;
+    for (const auto &info : list_implementations()) {
+        if (info.op == op && info.device == Device::cuda && info.description.rfind("Halide", 0) == 0) {
+            names.push_back(info.implementation);
+        }
+    }
+    REQUIRE(!names.empty());
+    return names;
+}
+
+// The GPU schedules tile output pixels by 32 x 2 (tuned), 32 x 4 (vaidya),
+// 16 x 4 (tuned_co4), 8 x 8 (tuned_pose), capsule types by 4 (tuned_co4's
+// co tile; tuned's reduction chunks) and 2, and grad_filter's row chunks by
+// ceil(OH / 64) with partials in 32s: these shapes sit on and one off each.
+// Strides up to 3 with 5x5 filters: tuned_pose's staged input tile fits.
+std::vector<CapsConvShape> cuda_conv_shapes() {
+    //       n   H   W  ci kh kw co s  p
+    return {{1, 1, 1, 1, 1, 1, 1, 1, 0},    {1, 3, 3, 1, 3, 3, 1, 1, 0},   {2, 7, 5, 3, 3, 3, 2, 1, 1},
+            {1, 9, 9, 2, 3, 3, 3, 2, 0},    {3, 8, 11, 1, 2, 3, 5, 2, 1},  {1, 13, 7, 5, 5, 5, 1, 1, 2},
+            {2, 5, 9, 4, 1, 1, 4, 1, 0},    {1, 6, 6, 3, 1, 1, 7, 2, 0},   {1, 11, 13, 2, 5, 5, 3, 3, 1},
+            {4, 4, 4, 9, 3, 3, 1, 1, 1},    {1, 2, 2, 1, 3, 3, 2, 1, 2},   {1, 17, 3, 1, 4, 2, 2, 2, 1},
+            {1, 33, 31, 5, 3, 3, 3, 1, 1},  {2, 9, 35, 4, 3, 3, 4, 1, 0},  {1, 17, 15, 8, 3, 3, 5, 1, 1},
+            {3, 10, 10, 7, 5, 5, 9, 2, 2},  {1, 131, 3, 1, 3, 1, 1, 1, 0}, {2, 65, 7, 2, 1, 3, 1, 1, 1},
+            {1, 23, 29, 3, 5, 5, 2, 3, 2}};
+}
+
+// Forward and backward of `implementation` on device tensors queued on `stream`.
+void check_on_device(const CapsConvShape &shape, const std::string &implementation, bool backward,
+                     cudaStream_t stream) {
+    CapsConvProblem p(shape);
+    INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << implementation);
+    DeviceBuffer input(p.input, false), filter(p.filter, false), grad_output(p.grad_output, false);
+    DeviceBuffer output(p.output, true), grad_input(p.grad_input, true), grad_filter(p.grad_filter, true);
+    const Options options = cuda_options(implementation, stream);
+    const Status f = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()),
+                              output.view(p.output_shape()), p.params(), options);
+    INFO(f.message);
+    REQUIRE(f.ok());
+    cuda_ok(cudaStreamSynchronize(stream));
+    require_matches("output", output.download(), reference::capsconv_f64(p.s, p.input.data(), p.filter.data()),
+                    shape.kernel_h * shape.kernel_w * shape.in_caps * 4);
+    if (!backward) return;
+    const Status b = capsconv_backward(input.view(p.input_shape()), filter.view(p.filter_shape()),
+                                       grad_output.view(p.output_shape()), grad_input.view(p.input_shape()),
+                                       grad_filter.view(p.filter_shape()), p.params(), options);
+    INFO(b.message);
+    REQUIRE(b.ok());
+    cuda_ok(cudaStreamSynchronize(stream));
+    require_matches("grad_input", grad_input.download(),
+                    reference::capsconv_grad_input_f64(p.s, p.grad_output.data(), p.filter.data()),
+                    shape.kernel_h * shape.kernel_w * shape.out_caps * 4);
+    require_matches("grad_filter", grad_filter.download(),
+                    reference::capsconv_grad_filter_f64(p.s, p.grad_output.data(), p.input.data()),
+                    shape.batch * shape.out_height() * shape.out_width() * 4);
+}
+
+bool has_backward(const std::string &implementation) {
+    for (const auto &name : halide_cuda_implementations("capsconv_backward")) {
+        if (name == implementation) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("cuda capsconv: the Halide schedules are listed, tuned for both directions", "[cuda][capsconv]") {
+    const auto forward = halide_cuda_implementations("capsconv");
+    for (const char *name : {"vaidya", "tuned", "tuned_co4", "tuned_pose"}) {
+        INFO(name);
+        REQUIRE(std::find(forward.begin(), forward.end(), name) != forward.end());
+    }
+    REQUIRE(has_backward("tuned"));
+}
+
+TEST_CASE("cuda capsconv: odd sizes, strides, padding with host tensors", "[cuda][capsconv]") {
+    for (const auto &name : halide_cuda_implementations("capsconv")) {
+        for (const auto &shape : cuda_conv_shapes()) check_capsconv(shape, cuda_options(name), has_backward(name));
+    }
+}
+
+TEST_CASE("cuda capsconv: the seed problem, a small layer and the default implementation", "[cuda][capsconv]") {
+    for (const auto &name : halide_cuda_implementations("capsconv")) {
+        check_capsconv({1, 128, 128, 3, 5, 5, 1, 1, 0}, cuda_options(name), has_backward(name));  // Vaidya's seed
+        check_capsconv({2, 16, 16, 16, 3, 3, 16, 1, 1}, cuda_options(name), has_backward(name));
+    }
+    check_capsconv({2, 12, 12, 8, 3, 3, 8, 1, 1}, cuda_options(""));  // no name: the CUDA default (tuned)
+}
+
+TEST_CASE("cuda capsconv: device tensors on the default stream and on the caller's stream", "[cuda][capsconv]") {
+    cudaStream_t stream = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (const auto &name : halide_cuda_implementations("capsconv")) {
+        const bool backward = has_backward(name);
+        check_on_device({2, 7, 5, 3, 3, 3, 2, 1, 1}, name, backward, nullptr);
+        check_on_device({1, 33, 31, 5, 3, 3, 3, 2, 1}, name, backward, nullptr);
+        check_on_device({3, 10, 10, 7, 5, 5, 9, 1, 2}, name, backward, stream);
+        check_on_device({1, 1, 1, 1, 1, 1, 1, 1, 0}, name, backward, stream);
+    }
+    cuda_ok(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("cuda capsconv: bad arguments on the cuda device give exact statuses", "[cuda][capsconv]") {
+    CapsConvProblem p({1, 6, 5, 3, 3, 3, 2, 2, 1});
+    auto in = host_view(p.input, p.input_shape()), k = host_view(p.filter, p.filter_shape()),
+         out = host_view(p.output, p.output_shape());
+    const Status unknown = capsconv(in, k, out, p.params(), cuda_options("simple"));
+    REQUIRE(unknown.code == StatusCode::unknown_implementation);
+    // A device tensor mixed with host ones on the cpu device is refused.
+    DeviceBuffer device_out(p.output, true);
+    Options cpu;
+    cpu.device = Device::cpu;
+    REQUIRE(capsconv(in, k, device_out.view(p.output_shape()), p.params(), cpu).code ==
+            StatusCode::wrong_memory_space);
+}
