@@ -297,6 +297,79 @@ void grad_input_register_tiles(PredictGradInputStages &s, int ej_unroll, int i_t
         .unroll(exi);
 }
 
+// A warp owns one input capsule i and `batch_tile` batch rows and reduces
+// over (e, j) across its lanes: lane l takes the (e, j) positions l, l + 32,
+// ... (the fused (e, j) reduction split by 32 and factored out, `rfactor`),
+// so each g load of a warp reads 32 consecutive floats of one g row
+// (coalesced) and each lane's W loads are its own 8 consecutive k. A lane
+// keeps 8 k x batch_tile partial sums in registers; they are then written to
+// shared memory (lane index padded to 33: no bank conflicts either way) and
+// each output grad_u(k, i, b) is the sum of its 32 lane partials, one thread
+// per output. `i_threads` warps (input capsules) share a block.
+//
+// tuned (grad_input_lanes(4, 4) with grad_weight_register_tiles): measured
+// 2026-11-21 on an NVIDIA H200 by `halcaps bench --op predict_backward`
+// (seed 22, inputs rotated past L2), grad_u + grad_W together: MNIST b128
+// 157 us (the per-row schedule it replaces: 213 us; cuBLAS 123 us; the
+// hand-written fused kernel 69 us), b512 559 us (724), wide b32 524 us (548).
+// ncu at b128: grad_u alone 111 us, L1 95% busy, 64 registers with 2.1 M
+// local-memory spill requests: Halide's CUDA runtime JIT-compiles the PTX
+// with at most 64 registers a thread unless HL_CUDA_JIT_MAX_REGISTERS says
+// otherwise; with 255 this schedule measured 146-147 us (but the forward
+// `tuned` got slower, 55.5 against 51.5 us, so the cap is left alone).
+// Tried the same day and slower: 8 batch rows a warp, 2 warps a block
+// (229 us; 157 us with 255 registers), and W's slices staged in shared
+// memory with (e, j) innermost (231 us, and wrong at wide b32, where the
+// staged slice exceeds 48 KB of shared memory).
+void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) {
+    RVar rej("rej"), ro("ro"), rl("rl");
+    Var lane("lane");
+    Func partial = s.accum.update()
+                       .fuse(s.r_ej.x, s.r_ej.y, rej)
+                       .split(rej, ro, rl, 32, TailStrategy::GuardWithIf)
+                       .rfactor(rl, lane);
+    Func partial_shared = partial.in(s.accum);
+
+    Var ko("ko"), ki("ki"), bo("bo"), bt("bt"), io("io"), it("it"), kb("kb");
+    s.grad_u.split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
+        .split(s.b, bo, bt, batch_tile, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, i_threads, TailStrategy::GuardWithIf)
+        .reorder(ki, bt, it, ko, bo, io)
+        .fuse(ki, bt, kb)
+        .gpu_threads(kb, it)
+        .gpu_blocks(ko, bo, io);
+    s.accum.compute_at(s.grad_u, kb)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.k, 1)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, 1);
+
+    std::vector<Var> p = partial_shared.args();  // (k, i, b, lane)
+    partial_shared.compute_at(s.grad_u, ko)
+        .store_in(MemoryType::GPUShared)
+        .bound_extent(p[0], 8)
+        .bound_extent(p[2], batch_tile)
+        .bound_extent(p[3], 32)
+        .reorder_storage(p[3], p[0], p[2], p[1])
+        .align_storage(p[3], 33)
+        .reorder(p[0], p[2], p[3], p[1])
+        .gpu_threads(p[3], p[1])
+        .unroll(p[0])
+        .unroll(p[2]);
+
+    std::vector<Var> q = partial.args();  // (k, i, b, lane)
+    partial.compute_at(partial_shared, p[3])
+        .store_in(MemoryType::Register)
+        .bound_extent(q[0], 8)
+        .bound_extent(q[1], 1)
+        .bound_extent(q[2], batch_tile)
+        .bound_extent(q[3], 1)
+        .unroll(q[0])
+        .unroll(q[2]);
+    partial.update().reorder(q[0], q[2], ro).unroll(q[0]).unroll(q[2]);
+
+}
+
 // A point of the schedule space (schedules/spaces/capsule_predict_*.space):
 // "space:knob=value,..." parsed strictly by schedules/space_knobs.h into the
 // CPU or GPU tiling of the target, then the same schedule functions as the
@@ -330,7 +403,7 @@ void schedule_predict_grad_input(const std::string &name, const Target &target, 
     check_schedule("capsule_predict_grad_input", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") grad_input_cpu(s);
     if (name == "naive") grad_input_naive(s);
-    if (name == "tuned") grad_input_register_tiles(s, 8);
+    if (name == "tuned") grad_input_lanes(s, 4, 4);
 }
 
 void schedule_predict_grad_weight(const std::string &name, const Target &target, PredictGradWeightStages &s) {
