@@ -208,6 +208,7 @@ Status hand_cuda_capsconv_extra_memory(const std::string &implementation, const 
                                        int64_t *bytes, std::string *note) {
     const std::string op = kOp;
     const ref::CapsConvShape shape = shape_of(input, filter, params);
+    (void)options;  // used only with cuDNN
     *bytes = 0;
     note->clear();
     if (implementation == "im2col_cublas") {
