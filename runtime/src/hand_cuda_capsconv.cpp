@@ -116,7 +116,8 @@ Status cudnn_plan_locked(const std::string &op, const ref::CapsConvShape &s, cud
         std::unique_ptr<ref::CudnnCapsConv> created;
         const ref::CudnnResult r = ref::CudnnCapsConv::create(*handle, s, &created);
         if (r.dnn == CUDNN_STATUS_BAD_PARAM) {
-            return {StatusCode::bad_extent, op + ": the shape is beyond cuDNN's int extents (cudnn)"};
+            return {StatusCode::bad_extent,
+                    op + ": cuDNN refused the shape (CUDNN_STATUS_BAD_PARAM: extents beyond its int range?)"};
         }
         if (Status st = cudnn_status(op, r); !st.ok()) return st;
         p = state.plans.emplace(key, std::move(created)).first;
