@@ -17,6 +17,8 @@
 //            Y back to O [n, OH, OW, co, 4, 4]: what the user pays;
 //   core     cudnnConvolutionForward alone on X and Wt into Y (a different
 //            layout from the operator's output), for timing the library.
+// GPU time: not measured yet (DESIGN.md §3, H200: 67 us incl. permutes on the
+// seed problem; 190 / 130 us incl. permutes / core on the layer).
 //
 // The algorithm is chosen once per shape (CudnnCapsConv::create) by
 // cudnnFindConvolutionForwardAlgorithm: the fastest that succeeded in FMA
