@@ -14,6 +14,7 @@
 #include <memory>
 #include <sstream>
 
+#include "capsconv_reference.h"
 #include "capsule_prediction_reference.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -35,6 +36,7 @@ struct BenchArgs {
     std::string device = "auto";
     std::string ops = "all";
     std::vector<std::string> shapes = {"mnist_b128", "mnist_b512", "wide_b32"};
+    std::vector<std::string> capsconv_shapes = {"seed", "layer", "stride2"};
     std::vector<std::string> implementations;  // empty: all
     int warmup = 5, repeats = 30;
     uint64_t seed = 0;
@@ -51,11 +53,18 @@ struct Row {
     double floor_bytes = 0, floor_us = 0;
     double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
     std::string check_summary;
+    // capsconv rows: their own dims (JSON object and text), and the extra
+    // device memory a peer needs beyond the operator's tensors.
+    std::string dims_json, dims_text;
+    double extra_bytes = 0;
+    std::string extra_note;
 };
 
 std::string family_of(const std::string &implementation, Device device) {
     if (implementation == "naive-openmp") return "cpu_baseline";
     if (implementation.rfind("cublas", 0) == 0) return "cublas";
+    if (implementation == "im2col_cublas") return "cublas";
+    if (implementation.rfind("cudnn", 0) == 0) return "cudnn";
     if (device == Device::cuda && implementation.rfind("cuda_", 0) == 0) return "cuda";
     return "halide";
 }
@@ -66,6 +75,8 @@ std::string family_of(const std::string &implementation, Device device) {
 // stage-per-op schedule (CPU), i.e. what an eager framework does.
 std::string naive_name(const std::string &op, Device device) {
     if (op == "digitcaps" || op == "route") return device == Device::cuda ? "cuda_naive" : "stage_per_op";
+    // capsconv: against Vaidya's I3 register kernel, the reference point of the paper.
+    if (op == "capsconv") return device == Device::cuda ? "cuda_vaidya_i3" : "naive-openmp";
     return device == Device::cuda ? "cuda_blog_naive" : "naive-openmp";
 }
 
@@ -363,6 +374,160 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     }
 }
 
+// Capsule convolution rows for one shape: every implementation of capsconv
+// for the device (Halide schedules, hand-written CUDA, cudnn, im2col_cublas;
+// on the CPU the naive OpenMP loops too), and on CUDA the bare cuDNN
+// convolution (cudnn_core) on inputs already in its layouts. Every row is
+// checked against the float64 reference first; peers report their extra
+// device memory.
+void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device device, double copy_gbs,
+                    std::mt19937_64 &rng, std::vector<Row> &rows) {
+    const reference::CapsConvShape &s = shape.s;
+    const int64_t OH = s.out_height(), OW = s.out_width();
+    const std::vector<int64_t> in_shape{s.batch, s.height, s.width, s.in_caps, 4, 4};
+    const std::vector<int64_t> filter_shape{s.kernel_h, s.kernel_w, s.in_caps, s.out_caps, 4, 4};
+    const double input_bytes = 4.0 * (s.input_size() + s.filter_size());
+    const int sets = rotation_sets(device, input_bytes);
+    InputSets input(in_shape, device, sets, rng);
+    InputSets filter(filter_shape, device, sets, rng);
+    Tensor output({s.batch, OH, OW, s.out_caps, 4, 4}, device);
+    const double bytes = input_bytes + 4.0 * s.output_size();
+    const auto ref = reference::capsconv_f64(s, input.first().host().data(), filter.first().host().data());
+    const auto tol = reference::float32_sum_tolerance(s.kernel_h * s.kernel_w * s.in_caps * 4);
+    const ConvParams params{static_cast<int>(s.stride), static_cast<int>(s.pad)};
+    char dims_json[256], dims_text[160];
+    std::snprintf(dims_json, sizeof dims_json,
+                  "{\"n\": %lld, \"H\": %lld, \"W\": %lld, \"ci\": %lld, \"kh\": %lld, \"kw\": %lld, \"co\": %lld, "
+                  "\"stride\": %lld, \"pad\": %lld}",
+                  (long long)s.batch, (long long)s.height, (long long)s.width, (long long)s.in_caps,
+                  (long long)s.kernel_h, (long long)s.kernel_w, (long long)s.out_caps, (long long)s.stride,
+                  (long long)s.pad);
+    std::snprintf(dims_text, sizeof dims_text, "n=%lld %lldx%lld ci=%lld k=%lldx%lld co=%lld stride=%lld pad=%lld",
+                  (long long)s.batch, (long long)s.height, (long long)s.width, (long long)s.in_caps,
+                  (long long)s.kernel_h, (long long)s.kernel_w, (long long)s.out_caps, (long long)s.stride,
+                  (long long)s.pad);
+
+    auto new_row = [&](const std::string &name) {
+        Row r;
+        r.op = "capsconv", r.shape = shape.name, r.implementation = name, r.family = family_of(name, device);
+        r.dims_json = dims_json, r.dims_text = dims_text;
+        return r;
+    };
+    auto add_row = [&](const std::string &name, const reference::Comparison &c, const Timing &t) {
+        Row r = new_row(name);
+        take_check(r, c);
+        r.us = t.median_us;
+        fill_rates(r, bytes, s.flops(), copy_gbs);
+        if (device == Device::cuda) {
+            int64_t extra = 0;
+            Options options;
+            options.device = device;
+            check(detail::hand_cuda_capsconv_extra_memory(name, input.view(0), filter.view(0), params, options, &extra,
+                                                          &r.extra_note));
+            r.extra_bytes = static_cast<double>(extra);
+        }
+        rows.push_back(r);
+    };
+
+    std::vector<std::string> names = implementations_of("capsconv", device, a);
+    for (const std::string &name : names) {
+        Options options;
+        options.device = device;
+        options.implementation = name;
+        output.poison();
+        if (Status st = capsconv(input.view(0), filter.view(0), output.view(), params, options); !st.ok()) {
+            Row r = new_row(name);
+            r.us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
+            r.check_summary = std::string("error: ") + status_code_name(st.code) + ": " + st.message;
+            rows.push_back(r);
+            continue;
+        }
+        output.download();
+        const auto c = reference::compare(output.host().data(), ref, tol);
+        int call = 0;
+        const Timing t = time_calls(device, a.warmup, a.repeats, [&] {
+            check(capsconv(input.view(call), filter.view(call), output.view(), params, options));
+            call++;
+        });
+        add_row(name, c, t);
+    }
+
+    const bool have_cudnn = std::find(names.begin(), names.end(), "cudnn") != names.end();
+    if (device == Device::cuda && have_cudnn && wanted(a, "cudnn_core")) {
+        // The convolution alone, on copies of the inputs already permuted (on
+        // the host) into NCHW / KCRS; its output Y [n*4, co*4, OH, OW] is
+        // permuted back on the host and checked like the others.
+        const int64_t P_in = s.height * s.width, P_out = OH * OW;
+        std::vector<std::unique_ptr<Tensor>> xs, ws;
+        for (int n = 0; n < sets; n++) {
+            xs.push_back(std::make_unique<Tensor>(std::vector<int64_t>{s.batch * 4, s.in_caps * 4, s.height, s.width},
+                                                  device));
+            ws.push_back(std::make_unique<Tensor>(
+                std::vector<int64_t>{s.out_caps * 4, s.in_caps * 4, s.kernel_h, s.kernel_w}, device));
+            const float *I = input.first().host().data(), *K = filter.first().host().data();
+            std::vector<float> &x = xs.back()->host(), &w = ws.back()->host();
+            for (int64_t nn = 0; nn < s.batch; nn++)
+                for (int64_t pix = 0; pix < P_in; pix++)
+                    for (int64_t ci = 0; ci < s.in_caps; ci++)
+                        for (int64_t i = 0; i < 4; i++)
+                            for (int64_t c = 0; c < 4; c++)
+                                x[((nn * 4 + i) * s.in_caps * 4 + ci * 4 + c) * P_in + pix] =
+                                    I[((nn * P_in + pix) * s.in_caps + ci) * 16 + i * 4 + c];
+            const int64_t taps = s.kernel_h * s.kernel_w;
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t ci = 0; ci < s.in_caps; ci++)
+                    for (int64_t co = 0; co < s.out_caps; co++)
+                        for (int64_t c = 0; c < 4; c++)
+                            for (int64_t j = 0; j < 4; j++)
+                                w[((co * 4 + j) * s.in_caps * 4 + ci * 4 + c) * taps + t] =
+                                    K[((t * s.in_caps + ci) * s.out_caps + co) * 16 + c * 4 + j];
+            xs.back()->upload();
+            ws.back()->upload();
+        }
+        Tensor y({s.batch * 4, s.out_caps * 4, OH, OW}, device);
+        Options options;
+        options.device = device;
+        y.poison();
+        auto core = [&](int n) {
+            return detail::run_cudnn_capsconv_core(input.view(0), filter.view(0), params, xs[n % sets]->view().data,
+                                                   ws[n % sets]->view().data, y.view().data, options);
+        };
+        if (Status st = core(0); !st.ok()) {
+            Row r = new_row("cudnn_core");
+            r.us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
+            r.check_summary = std::string("error: ") + status_code_name(st.code) + ": " + st.message;
+            rows.push_back(r);
+        } else {
+            y.download();
+            std::vector<float> o(ref.size());
+            for (int64_t nn = 0; nn < s.batch; nn++)
+                for (int64_t pix = 0; pix < P_out; pix++)
+                    for (int64_t co = 0; co < s.out_caps; co++)
+                        for (int64_t i = 0; i < 4; i++)
+                            for (int64_t j = 0; j < 4; j++)
+                                o[((nn * P_out + pix) * s.out_caps + co) * 16 + i * 4 + j] =
+                                    y.host()[((nn * 4 + i) * s.out_caps * 4 + co * 4 + j) * P_out + pix];
+            const auto c = reference::compare(o.data(), ref, tol);
+            int call = 0;
+            const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(core(call++)); });
+            add_row("cudnn_core", c, t);
+        }
+    }
+    if (device == Device::cpu && wanted(a, "naive-openmp")) {
+        output.poison();
+        reference::capsconv_naive_openmp(s, input.first().host().data(), filter.first().host().data(),
+                                         output.host().data());
+        const auto c = reference::compare(output.host().data(), ref, tol);
+        int call = 0;
+        const Timing t = time_calls(device, 1, std::min(a.repeats, 5), [&] {
+            TensorView iv = input.view(call), fv = filter.view(call);
+            reference::capsconv_naive_openmp(s, iv.data, fv.data, output.host().data());
+            call++;
+        });
+        add_row("naive-openmp", c, t);
+    }
+}
+
 void fill_speedups(std::vector<Row> &rows, Device device) {
     for (Row &r : rows) {
         for (const Row &n : rows) {
@@ -392,8 +557,13 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
     for (size_t n = 0; n < rows.size(); n++) {
         const Row &r = rows[n];
         out << "    {\"operator\": " << json_string(r.op) << ", \"shape\": " << json_string(r.shape)
-            << ", \"dims\": {\"B\": " << r.dims.batch << ", \"I\": " << r.dims.in_caps << ", \"J\": " << r.dims.out_caps
-            << ", \"E\": " << r.dims.out_dim << ", \"K\": " << r.dims.in_dim << "}"
+            << ", \"dims\": "
+            << (!r.dims_json.empty() ? r.dims_json
+                                     : "{\"B\": " + std::to_string(r.dims.batch) + ", \"I\": " +
+                                           std::to_string(r.dims.in_caps) + ", \"J\": " +
+                                           std::to_string(r.dims.out_caps) + ", \"E\": " +
+                                           std::to_string(r.dims.out_dim) + ", \"K\": " +
+                                           std::to_string(r.dims.in_dim) + "}")
             << ", \"implementation\": " << json_string(r.implementation) << ", \"family\": " << json_string(r.family)
             << ", \"valid\": " << (r.valid ? "true" : "false")
             << ", \"max_abs_error\": " << json_number(r.max_abs_error)
@@ -403,6 +573,8 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
             << ", \"speedup_vs_naive\": " << json_number(r.speedup_vs_naive)
             << ", \"floor_bytes\": " << json_number(r.floor_bytes) << ", \"floor_us\": " << json_number(r.floor_us)
             << (r.u_hat_write_us > 0 ? ", \"u_hat_write_us\": " + json_number(r.u_hat_write_us) : std::string())
+            << (r.extra_bytes > 0 ? ", \"extra_bytes\": " + json_number(r.extra_bytes) : std::string())
+            << (!r.extra_note.empty() ? ", \"extra_note\": " + json_string(r.extra_note) : std::string())
             << "}" << (n + 1 < rows.size() ? "," : "") << "\n";
     }
     out << "  ]\n}\n";
@@ -422,29 +594,39 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         << a.repeats << " calls after " << a.warmup << " warm-up calls, inputs rotated past the "
         << (device == Device::cuda ? "L2 cache" : "last-level cache") << "\n"
         << "- GB/s and % copy count the bytes floor (inputs read once, outputs written once); "
-        << "speed-up is against " << naive_name("predict", device) << " for the prediction and "
-        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent)\n";
+        << "speed-up is against " << naive_name("predict", device) << " for the prediction, "
+        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent) and "
+        << naive_name("capsconv", device) << " for the capsule convolution\n";
     std::string current;
     for (const Row &r : rows) {
         const std::string group = r.op + " / " + r.shape;
         if (group != current) {
             current = group;
-            out << "\n## " << r.op << ", " << r.shape << " (B=" << r.dims.batch << " I=" << r.dims.in_caps
-                << " K=" << r.dims.in_dim << " J=" << r.dims.out_caps << " E=" << r.dims.out_dim
-                << "); bytes floor " << json_number(r.floor_bytes / 1e6) << " MB = " << json_number(r.floor_us)
+            const std::string dims = !r.dims_text.empty()
+                                         ? r.dims_text
+                                         : "B=" + std::to_string(r.dims.batch) + " I=" + std::to_string(r.dims.in_caps) +
+                                               " K=" + std::to_string(r.dims.in_dim) + " J=" +
+                                               std::to_string(r.dims.out_caps) + " E=" + std::to_string(r.dims.out_dim);
+            out << "\n## " << r.op << ", " << r.shape << " (" << dims << "); bytes floor " << json_number(r.floor_bytes / 1e6) << " MB = " << json_number(r.floor_us)
                 << " µs at the copy bandwidth"
                 << (r.u_hat_write_us > 0 ? "; writing u_hat once would take " + json_number(r.u_hat_write_us) +
                                                " µs at the write bandwidth"
                                          : std::string())
                 << "\n\n"
                 << "| implementation | family | check | µs | GB/s | % copy BW | GFLOP/s | × vs " << naive_name(r.op, device)
-                << " |\n|---|---|---|---:|---:|---:|---:|---:|\n";
+                << (r.op == "capsconv" ? " | extra memory" : "") << " |\n|---|---|---|---:|---:|---:|---:|---:|"
+                << (r.op == "capsconv" ? "---|" : "") << "\n";
         }
         char line[512];
-        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f |\n",
+        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f |",
                       r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "**WRONG**", r.us, r.gbs,
                       r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
         out << line;
+        if (r.op == "capsconv") {
+            out << " " << (r.extra_bytes > 0 ? json_number(r.extra_bytes / 1e6) + " MB (" + r.extra_note + ")" : "")
+                << " |";
+        }
+        out << "\n";
     }
     if (!out) throw UsageError{"--markdown: writing " + path + " failed"};
 }
@@ -453,6 +635,8 @@ void run_bench(BenchArgs &a) {
     const Device device = parse_device(a.device);
     std::vector<BenchShape> shapes;
     for (const auto &name : a.shapes) shapes.push_back(parse_shape(name));
+    std::vector<CapsConvBenchShape> capsconv_shapes;
+    for (const auto &name : a.capsconv_shapes) capsconv_shapes.push_back(parse_capsconv_shape(name));
     if (a.seed == 0) a.seed = std::random_device{}() | 1;
     std::mt19937_64 rng(a.seed);
     const std::string device_label = device == Device::cuda ? cuda_device_name() : "CPU";
@@ -471,6 +655,9 @@ void run_bench(BenchArgs &a) {
             bench_routing(a, shape, device, copy_gbs, write_gbs, rng, rows);
         }
     }
+    if (a.ops == "all" || a.ops == "capsconv") {
+        for (const auto &shape : capsconv_shapes) bench_capsconv(a, shape, device, copy_gbs, rng, rows);
+    }
     fill_speedups(rows, device);
 
     std::printf("%-17s %-11s %-18s %-12s %-6s %9s %8s %7s %9s %8s\n", "op", "shape", "implementation", "family",
@@ -482,6 +669,7 @@ void run_bench(BenchArgs &a) {
                     r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us, r.gbs,
                     r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
+        if (r.extra_bytes > 0) std::printf("    extra memory %.1f MB: %s\n", r.extra_bytes / 1e6, r.extra_note.c_str());
     }
     if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, rows, date);
     if (!a.markdown_path.empty()) {
@@ -497,23 +685,29 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
     args->command_line = command_line;
     CLI::App *cmd = app.add_subcommand(
         "bench",
-        "Every implementation of capsule prediction (forward and both gradients), the DigitCaps layer and routing, "
+        "Every implementation of capsule prediction (forward and both gradients), the DigitCaps layer, routing "
+        "and the capsule convolution, "
         "side by side on a set of shapes: "
         "each checked against the float64 reference, then timed; prints a table, writes JSON and Markdown.");
     cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
         ->capture_default_str();
     cmd->add_option("--op", args->ops,
-                    "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), or all")
-        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "all"}))
+                    "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), capsconv "
+                    "(the 4x4-pose capsule convolution), or all")
+        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "capsconv", "all"}))
         ->capture_default_str();
     cmd->add_option("--shapes", args->shapes,
                     "shapes to run: mnist_b128, mnist_b512, wide_b32, or B:I:K:J:E (comma-separated)")
         ->delimiter(',')
         ->capture_default_str();
+    cmd->add_option("--capsconv-shapes", args->capsconv_shapes,
+                    "capsconv shapes: seed, layer, stride2, or n:H:W:ci:k:co:stride:pad (comma-separated)")
+        ->delimiter(',')
+        ->capture_default_str();
     cmd->add_option("--implementations", args->implementations,
-                    "only these implementations (comma-separated; see `halcaps info`; also cublas_gemm_only and "
-                    "naive-openmp); default: all")
+                    "only these implementations (comma-separated; see `halcaps info`; also cublas_gemm_only, "
+                    "cudnn_core and naive-openmp); default: all")
         ->delimiter(',');
     cmd->add_option("--warmup", args->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
         ->capture_default_str();

@@ -6,6 +6,7 @@
 
 #include "argument_checks.h"
 #include "halide_call.h"
+#include "hand_cuda.h"
 #include "kernel_registry.h"
 #include "operator_support.h"
 
@@ -84,6 +85,9 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
 
     const HalideKernelEntry *kernel = nullptr;
     const std::string implementation = detail::chosen_implementation(options, device);
+    if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
+        return detail::run_hand_cuda_capsconv(implementation, input, filter, output, params, options);
+    }
     if (Status s = detail::find_kernel(op, "capsconv", implementation, device, &kernel); !s.ok()) return s;
     return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
                               {params.stride, params.pad});

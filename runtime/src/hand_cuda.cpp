@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "cuda_support.h"
+#include "hand_cuda_support.h"
 #include "reference/cuda/capsule_prediction_cublas.h"
 #include "reference/cuda/capsule_prediction_cuda.h"
 #include "reference/cuda/digitcaps_cuda.h"
@@ -20,11 +21,6 @@ namespace {
 namespace ref = halcaps::cuda_reference;
 
 constexpr const char *kHandPrefix = "cuda_";  // cuda_<version name>, e.g. cuda_blog_naive
-
-Status cuda_status(const std::string &op, const std::string &what, cudaError_t err) {
-    const StatusCode code = err == cudaErrorMemoryAllocation ? StatusCode::out_of_memory : StatusCode::cuda_error;
-    return {code, op + ": " + what + " failed: " + cudaGetErrorString(err)};
-}
 
 // One cuBLAS handle per CUDA context, created on first use in that context.
 Status cublas_handle_for_current_context(const std::string &op, cublasHandle_t *handle) {
@@ -54,88 +50,6 @@ Status cublas_status(const std::string &op, const ref::CublasResult &result) {
     return Status::success();
 }
 
-// Device memory for one call: tensors already on the device are used in
-// place; host tensors get stream-ordered device copies (inputs uploaded,
-// outputs downloaded by finish()). Scratch buffers live here too.
-class CallMemory {
-public:
-    CallMemory(std::string op, cudaStream_t stream) : op_(std::move(op)), stream_(stream) {}
-    ~CallMemory() {
-        for (void *p : owned_) cudaFreeAsync(p, stream_);
-        if (any_host_) cudaStreamSynchronize(stream_);
-    }
-
-    Status input(const TensorView &view, const float **device) {
-        if (view.space == MemorySpace::cuda) {
-            *device = view.data;
-            return Status::success();
-        }
-        float *copy = nullptr;
-        if (Status s = allocate(view.element_count(), &copy); !s.ok()) return s;
-        any_host_ = true;
-        if (cudaError_t err = cudaMemcpyAsync(copy, view.data, bytes(view.element_count()), cudaMemcpyHostToDevice,
-                                              stream_);
-            err != cudaSuccess) {
-            return cuda_status(op_, "copying an input to the device", err);
-        }
-        *device = copy;
-        return Status::success();
-    }
-
-    Status output(const TensorView &view, float **device) {
-        if (view.space == MemorySpace::cuda) {
-            *device = view.data;
-            return Status::success();
-        }
-        if (Status s = allocate(view.element_count(), device); !s.ok()) return s;
-        any_host_ = true;
-        downloads_.push_back({view, *device});
-        return Status::success();
-    }
-
-    Status scratch(int64_t count, float **device) { return allocate(count, device); }
-
-    // Copies host outputs back and waits for them; device outputs stay queued.
-    Status finish() {
-        for (const auto &d : downloads_) {
-            if (cudaError_t err = cudaMemcpyAsync(d.view.data, d.device, bytes(d.view.element_count()),
-                                                  cudaMemcpyDeviceToHost, stream_);
-                err != cudaSuccess) {
-                return cuda_status(op_, "copying an output to the host", err);
-            }
-        }
-        if (any_host_) {
-            if (cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
-                return cuda_status(op_, "the kernels", err);
-            }
-        }
-        return Status::success();
-    }
-
-private:
-    struct Download {
-        TensorView view;
-        float *device;
-    };
-    static size_t bytes(int64_t count) { return static_cast<size_t>(count) * sizeof(float); }
-
-    Status allocate(int64_t count, float **device) {
-        void *p = nullptr;
-        if (cudaError_t err = cudaMallocAsync(&p, bytes(count), stream_); err != cudaSuccess) {
-            return cuda_status(op_, "allocating device memory", err);
-        }
-        owned_.push_back(p);
-        *device = static_cast<float *>(p);
-        return Status::success();
-    }
-
-    std::string op_;
-    cudaStream_t stream_;
-    bool any_host_ = false;
-    std::vector<void *> owned_;
-    std::vector<Download> downloads_;
-};
-
 ref::PredictShape shape_of(const TensorView &u, const TensorView &W) {
     // u [B, I, K], W [I, J, E, K]
     return {u.shape[0], u.shape[1], W.shape[1], W.shape[2], W.shape[3]};
@@ -151,6 +65,10 @@ int hand_version(const std::string &implementation, int count, const char *(*nam
 
 }  // namespace
 
+Status shared_cublas_handle(const std::string &op, cublasHandle_t *handle) {
+    return cublas_handle_for_current_context(op, handle);
+}
+
 const std::vector<HandCudaImplementation> &hand_cuda_implementations() {
     static const std::vector<HandCudaImplementation> list = [] {
         std::vector<HandCudaImplementation> out;
@@ -165,6 +83,7 @@ const std::vector<HandCudaImplementation> &hand_cuda_implementations() {
                            "hand-written CUDA, reference/cuda version " + std::to_string(v)});
         }
         out.push_back({"predict_backward", "cublas", "cuBLAS: two strided-batched SGEMMs (the two einsums), TF32 off"});
+        append_hand_cuda_capsconv_implementations(out);
         return out;
     }();
     return list;

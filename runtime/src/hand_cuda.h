@@ -43,4 +43,31 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
 Status run_cublas_predict_gemm_only(const TensorView &u, const TensorView &W, float *u_hat_ibje,
                                     const Options &options);
 
+// The capsule convolution by hand-written CUDA and library peers
+// (hand_cuda_capsconv.cpp): cuda_vaidya_b, cuda_vaidya_i1, cuda_vaidya_i2,
+// cuda_vaidya_i3 (reference/cuda/capsconv_cuda.h), cudnn (permutes + cuDNN
+// convolution, when the build found cuDNN) and im2col_cublas. Their list
+// entries (op "capsconv") join hand_cuda_implementations().
+void append_hand_cuda_capsconv_implementations(std::vector<HandCudaImplementation> &out);
+// Arguments checked by the caller (capsconv in runtime/src/capsconv.cpp).
+Status run_hand_cuda_capsconv(const std::string &implementation, const TensorView &input, const TensorView &filter,
+                              const TensorView &output, const ConvParams &params, const Options &options);
+
+// Benchmark only: what a peer needs besides the operator's own tensors, for
+// the shape of `input`, `filter` and `params` (data pointers unused):
+// im2col_cublas its scratch (im2col buffer, and the permuted filter and
+// product when co > 1); cudnn the three permuted copies plus the workspace of
+// the algorithm it chose (chosen on this call if not yet, which needs the
+// device); 0 for the others. `note` says what is counted (and cuDNN's algorithm).
+Status hand_cuda_capsconv_extra_memory(const std::string &implementation, const TensorView &input,
+                                       const TensorView &filter, const ConvParams &params, const Options &options,
+                                       int64_t *bytes, std::string *note);
+
+// Benchmark only: the bare cuDNN convolution (implementation "cudnn_core") on
+// device buffers already in its layouts (reference/cuda/capsconv_cudnn.h):
+// x [n*4, ci*4, H, W], w [co*4, ci*4, kh, kw] -> y [n*4, co*4, OH, OW]. The
+// shapes come from input, filter and params as above.
+Status run_cudnn_capsconv_core(const TensorView &input, const TensorView &filter, const ConvParams &params,
+                               const float *x, const float *w, float *y, const Options &options);
+
 }  // namespace halcaps::detail
