@@ -300,6 +300,72 @@ public:
     }
 };
 
+// ---------------------------------------------------- digitcaps, fused --
+// The DigitCaps layer with the routing iterations written as passes
+// (FusedDigitCapsStages in digitcaps_stages.h): the same math as DigitCaps,
+// but no Func is shared between passes except v[t], so a schedule can
+// recompute u_hat inside each pass instead of storing its B·I·J·E floats
+// (94 MB at MNIST b128). Pass t computes t agreements from one u_hat
+// instead of reading a stored logits tensor: r passes cost r predictions
+// plus r(r-1)/2 agreements (each 1/K of a prediction), against the 2r-1
+// predictions of recomputing u_hat for every use in DigitCaps.
+void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
+    Var e = f.e, j = f.j, i = f.i, b = f.b;
+    for (int t = 0; t < iterations; t++) {
+        halcaps::FusedPass p;
+        const std::string n = "pass" + std::to_string(t) + "_";
+        p.u_hat = sum_over(n + "u_hat", {e, j, i, b}, f.rk, f.W(f.rk, e, j, i) * f.u(f.rk, i, b));
+        Expr logits = f.b0(j, i);
+        for (int s = 0; s < t; s++) {
+            const Func &v_s = f.passes[s].squash.v;
+            p.agreement.push_back(sum_over(n + "agreement" + std::to_string(s), {j, i, b}, f.re,
+                                           p.u_hat(f.re, j, i, b) * v_s(f.re, j, b)));
+            logits = logits + p.agreement.back()(j, i, b);
+        }
+        p.logits = Func(n + "logits");
+        p.logits(j, i, b) = logits;
+        p.logit_max = max_over(n + "logit_max", {i, b}, f.rj, f.rj.x.extent(), p.logits(f.rj, i, b), Float(32).min(),
+                               false);
+        p.exp_sum = sum_over(n + "exp_sum", {i, b}, f.rj, exp(p.logits(f.rj, i, b) - p.logit_max(i, b)));
+        p.c = Func(n + "c");
+        p.c(j, i, b) = exp(p.logits(j, i, b) - p.logit_max(i, b)) / p.exp_sum(i, b);
+        p.s = sum_over(n + "s", {e, j, b}, f.ri, p.c(j, f.ri, b) * p.u_hat(e, j, f.ri, b));
+        p.squash = define_squash(n + "squash", p.s, e, {j, b}, f.re);
+        f.passes.push_back(p);
+    }
+}
+
+class DigitCapsFused : public Generator<DigitCapsFused> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "fused"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 3>> u{"u"};    // (k, i, b)
+    Input<Buffer<float, 4>> W{"W"};    // (k, e, j, i)
+    Input<Buffer<float, 2>> b0{"b0"};  // (j, i)
+    Output<Buffer<float, 3>> v{"v"};   // (e, j, b)
+
+    void generate() {
+        halcaps::FusedDigitCapsStages f;
+        f.e = Var("e"), f.j = Var("j"), f.i = Var("i"), f.b = Var("b");
+        f.ri = RDom(0, W.dim(3).extent(), "ri");
+        f.rj = RDom(0, W.dim(2).extent(), "rj");
+        f.re = RDom(0, W.dim(1).extent(), "re");
+        f.rk = RDom(0, u.dim(0).extent(), "rk");
+        f.u = wrap("u_in", u);
+        f.W = wrap("W_in", W);
+        f.b0 = wrap("b0_in", b0);
+        define_fused_digitcaps(f, iterations);
+        v(f.e, f.j, f.b) = f.passes.back().squash.v(f.e, f.j, f.b);
+        f.v = v;
+        require_dense(u), require_dense(W), require_dense(b0), require_dense(v);
+        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        if (!using_autoscheduler()) halcaps::schedule_digitcaps_fused(schedule, get_target(), f);
+    }
+};
+
 // ----------------------------------------------- backward, hand-derived --
 
 class RoutingBackward : public Generator<RoutingBackward> {
@@ -490,6 +556,7 @@ public:
 HALIDE_REGISTER_GENERATOR(Squash, squash)
 HALIDE_REGISTER_GENERATOR(Routing, routing)
 HALIDE_REGISTER_GENERATOR(DigitCaps, digitcaps)
+HALIDE_REGISTER_GENERATOR(DigitCapsFused, digitcaps_fused)
 HALIDE_REGISTER_GENERATOR(RoutingBackward, routing_backward)
 HALIDE_REGISTER_GENERATOR(DigitCapsBackward, digitcaps_backward)
 HALIDE_REGISTER_GENERATOR(RoutingBackwardAutodiff, routing_backward_autodiff)

@@ -37,6 +37,21 @@ halcaps_add_kernel(digitcaps                    stage_per_op  cpu ITERATIONS 3)
 # On the GPU so far only the eager-framework baseline: one kernel per stage.
 halcaps_add_kernel(routing                      stage_per_kernel  cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps                    stage_per_kernel  cuda ITERATIONS 3)
+# The fused layer (generator digitcaps_fused, schedules/digitcaps_fused_schedules.cpp):
+# two kernels per iteration, u_hat recomputed, never stored. `fused` is the
+# CUDA default for the layer (1, 3, 5 iterations); the tiling variants at 3
+# only, for timing; fused_cpu only checks the algorithm on machines without a GPU.
+foreach (n IN ITEMS 1 3 5)
+    halcaps_add_kernel(digitcaps_fused          fused             cuda ITERATIONS ${n})
+endforeach ()
+halcaps_add_kernel(digitcaps_fused              fused_b8          cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_fused              fused_b32_e2      cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
+# The GPU backward, one kernel per stage (the baseline for a fused one).
+foreach (n IN ITEMS 1 3 5)
+    halcaps_add_kernel(routing_backward         stage_per_kernel  cuda ITERATIONS ${n})
+    halcaps_add_kernel(digitcaps_backward       stage_per_kernel  cuda ITERATIONS ${n})
+endforeach ()
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff, scheduled by Li2018) is NOT built yet: measured
 # 2026-11-21 it gave wrong gradients at B=32 (rel l2 error 0.41 against the

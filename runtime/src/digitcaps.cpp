@@ -30,7 +30,7 @@ const std::vector<RoutingOp> &routing_ops() {
         {"squash", {"squash"}, "squash over the last dimension"},
         {"route", {"routing"}, "dynamic routing"},
         {"route_backward", {"routing_backward", "routing_backward_autodiff"}, "routing gradients"},
-        {"digitcaps", {"digitcaps"}, "prediction + routing in one pipeline"},
+        {"digitcaps", {"digitcaps", "digitcaps_fused"}, "prediction + routing in one pipeline"},
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
     };
     return ops;
@@ -76,10 +76,12 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
-    // On CUDA the routing ops have one schedule so far (stage_per_kernel),
-    // not predict's default ("tuned").
+    // On CUDA the layer's default is the fused forward (digitcaps_fused,
+    // "fused"); the other routing ops have stage_per_kernel, not predict's
+    // default ("tuned").
+    const std::string cuda_default = std::string(op) == "digitcaps" ? "fused" : "stage_per_kernel";
     const std::string implementation = !options.implementation.empty() ? options.implementation
-                                       : *device == Device::cuda      ? std::string("stage_per_kernel")
+                                       : *device == Device::cuda      ? cuda_default
                                                                       : detail::chosen_implementation(options, *device);
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
