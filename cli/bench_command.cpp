@@ -25,6 +25,8 @@
 
 #if HALCAPS_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "HalideRuntime.h"
 #endif
 
 namespace halcaps::cli {
@@ -50,6 +52,7 @@ struct Row {
     double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0, speedup_vs_naive = 0;
     double floor_bytes = 0, floor_us = 0;
     double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
+    double peak_device_mb = std::nan("");  // routing ops on CUDA: device memory a call allocates (DeviceMemoryProbe)
     std::string check_summary;
 };
 
@@ -119,6 +122,71 @@ public:
 
 private:
     std::vector<std::unique_ptr<Tensor>> copies_;
+};
+
+// The device memory one call allocates beyond its inputs and outputs (which
+// the bench allocates beforehand), in MB; routing rows on CUDA only.
+// Method: Halide's device-allocation cache is switched on, so allocations a
+// Halide pipeline frees at its end stay cached (on the device) instead of
+// going back to the driver. Before the probed call the cache is emptied
+// (halide_reuse_device_allocations(false), then true again); the drop in
+// cudaMemGetInfo's free memory across the call is then what the call
+// allocated: at least its peak intermediate memory, and equal to it when no
+// allocation was freed and re-made within the call (Halide reuses a cached
+// block only for a request of the same size). Driver allocations come in
+// 2 MiB pages, so small figures are rounded up to them. The hand-written
+// CUDA allocates from the stream-ordered pool (cudaMallocAsync), which gives
+// memory back at the next synchronisation; for it the pool's own high-water
+// mark of used memory (cudaMemPoolAttrUsedMemHigh, reset before the call) is
+// the peak. The row shows the larger of the two. The probed call is the
+// second one of an implementation, after the checking call, so that loading
+// its kernels' code (which also takes device memory) is not counted.
+// Halide's cache stays on for the rest of the run, as an application keeping
+// one process would run it; timings then exclude cuMemAlloc / cuMemFree.
+class DeviceMemoryProbe {
+public:
+    void begin() {
+#if HALCAPS_WITH_CUDA
+        cudaDeviceSynchronize();
+        halide_reuse_device_allocations(nullptr, false);
+        halide_reuse_device_allocations(nullptr, true);
+        int device_id = 0;
+        cudaGetDevice(&device_id);
+        if (cudaDeviceGetDefaultMemPool(&pool_, device_id) == cudaSuccess) {
+            cudaMemPoolTrimTo(pool_, 0);
+            unsigned long long zero = 0;  // cuuint64_t (cuda.h)
+            cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero);
+        } else {
+            pool_ = nullptr;
+        }
+        size_t total = 0;
+        ok_ = cudaMemGetInfo(&free_before_, &total) == cudaSuccess;
+#endif
+    }
+    // NaN when the device could not be asked.
+    double end_mb() {
+#if HALCAPS_WITH_CUDA
+        cudaDeviceSynchronize();
+        size_t free_after = 0, total = 0;
+        if (!ok_ || cudaMemGetInfo(&free_after, &total) != cudaSuccess) return std::nan("");
+        const double halide_bytes = free_before_ > free_after ? static_cast<double>(free_before_ - free_after) : 0.0;
+        double pool_bytes = 0;
+        unsigned long long high = 0;
+        if (pool_ != nullptr && cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high) == cudaSuccess) {
+            pool_bytes = static_cast<double>(high);
+        }
+        return std::max(halide_bytes, pool_bytes) / 1e6;
+#else
+        return std::nan("");
+#endif
+    }
+
+private:
+#if HALCAPS_WITH_CUDA
+    cudaMemPool_t pool_ = nullptr;
+#endif
+    size_t free_before_ = 0;
+    bool ok_ = false;
 };
 
 void fill_rates(Row &r, double bytes, double flops, double copy_gbs) {
@@ -327,6 +395,13 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             }
             v.download();
             const auto c = reference::compare(v.host().data(), ref, tol);
+            double peak_mb = std::nan("");
+            if (device == Device::cuda) {
+                DeviceMemoryProbe probe;
+                probe.begin();
+                check(call(options, 0));
+                peak_mb = probe.end_mb();
+            }
             int n = 0;
             const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
             Row r;
@@ -337,6 +412,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             r.us = t.median_us;
             fill_rates(r, bytes, flops, copy_gbs);
             r.u_hat_write_us = u_hat_bytes / (write_gbs * 1e3);
+            r.peak_device_mb = peak_mb;
             rows.push_back(r);
         }
     };
@@ -373,6 +449,14 @@ void fill_speedups(std::vector<Row> &rows, Device device) {
     }
 }
 
+// A peak-memory figure for the tables: "-" where none was measured.
+std::string memory_text(double mb) {
+    if (std::isnan(mb)) return "-";
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", mb);
+    return text;
+}
+
 std::string iso_time_now() {
     char text[32];
     const std::time_t now = std::time(nullptr);
@@ -403,6 +487,7 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
             << ", \"speedup_vs_naive\": " << json_number(r.speedup_vs_naive)
             << ", \"floor_bytes\": " << json_number(r.floor_bytes) << ", \"floor_us\": " << json_number(r.floor_us)
             << (r.u_hat_write_us > 0 ? ", \"u_hat_write_us\": " + json_number(r.u_hat_write_us) : std::string())
+            << (std::isnan(r.peak_device_mb) ? std::string() : ", \"peak_device_mb\": " + json_number(r.peak_device_mb))
             << "}" << (n + 1 < rows.size() ? "," : "") << "\n";
     }
     out << "  ]\n}\n";
@@ -423,7 +508,12 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         << (device == Device::cuda ? "L2 cache" : "last-level cache") << "\n"
         << "- GB/s and % copy count the bytes floor (inputs read once, outputs written once); "
         << "speed-up is against " << naive_name("predict", device) << " for the prediction and "
-        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent)\n";
+        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent)\n"
+        << "- device MB (routing rows on CUDA): device memory one call allocates beyond its inputs and outputs, "
+           "measured with Halide's device-allocation cache on and emptied before the call (drop in "
+           "cudaMemGetInfo's free memory; 2 MiB driver pages) and, for the hand-written CUDA, the "
+           "cudaMallocAsync pool's high-water mark; the cache stays on for the timings "
+           "(cli/bench_command.cpp, DeviceMemoryProbe)\n";
     std::string current;
     for (const Row &r : rows) {
         const std::string group = r.op + " / " + r.shape;
@@ -438,12 +528,12 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                                          : std::string())
                 << "\n\n"
                 << "| implementation | family | check | µs | GB/s | % copy BW | GFLOP/s | × vs " << naive_name(r.op, device)
-                << " |\n|---|---|---|---:|---:|---:|---:|---:|\n";
+                << " | device MB |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n";
         }
         char line[512];
-        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f |\n",
+        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f | %s |\n",
                       r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "**WRONG**", r.us, r.gbs,
-                      r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
+                      r.pct_bandwidth, r.gflops, r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
         out << line;
     }
     if (!out) throw UsageError{"--markdown: writing " + path + " failed"};
@@ -473,14 +563,14 @@ void run_bench(BenchArgs &a) {
     }
     fill_speedups(rows, device);
 
-    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %8s %7s %9s %8s\n", "op", "shape", "implementation", "family",
-                "check", "us", "GB/s", "%copy", "GFLOP/s", "x naive");
+    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %8s %7s %9s %8s %9s\n", "op", "shape", "implementation", "family",
+                "check", "us", "GB/s", "%copy", "GFLOP/s", "x naive", "device MB");
     int wrong = 0;
     for (const Row &r : rows) {
         wrong += !r.valid;
-        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %8.0f %6.1f%% %9.0f %8.2f\n", r.op.c_str(), r.shape.c_str(),
-                    r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us, r.gbs,
-                    r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
+        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %8.0f %6.1f%% %9.0f %8.2f %9s\n", r.op.c_str(),
+                    r.shape.c_str(), r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us, r.gbs,
+                    r.pct_bandwidth, r.gflops, r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
     }
     if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, rows, date);
