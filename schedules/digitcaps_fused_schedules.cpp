@@ -24,9 +24,11 @@
 // of more than 1024 threads fails to launch with a CUDA error status (out_dim
 // · out_caps / e_per_thread > 1024, far beyond CapsNet shapes).
 #include <algorithm>
+#include <map>
 
 #include "common.h"
 #include "digitcaps_schedules.h"
+#include "space_knobs.h"
 
 namespace halcaps {
 
@@ -139,6 +141,9 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
         {
             // The block's partial sums, in shared memory; each thread adds
             // its (e, j) entries for the tile's batch elements per capsule.
+            // Not in registers: store_in(Register) here fails to compile
+            // (the block's E x J extent is not a constant; Halide asks for
+            // bound_extent, which would fix out_dim and out_caps).
             Var et("et"), ei("ei"), bx("bx"), bl("bl");
             part.compute_at(block);
             per_thread_tile(part, e, b, et, ei, bx, bl, tile);
@@ -190,6 +195,15 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
 }  // namespace
 
 void schedule_digitcaps_fused(const std::string &name, const Target &target, FusedDigitCapsStages &f) {
+    if (space::is_point_name(name) && target.has_gpu_feature()) {
+        // A point of schedules/spaces/digitcaps_fused_cuda.space, parsed
+        // strictly (schedules/space_knobs.h), then the named variants' code.
+        std::map<std::string, int> v;
+        if (std::string error = space::parse_point("digitcaps_fused", "cuda", name, &v); !error.empty()) {
+            throw CompileError(error);
+        }
+        return fused_gpu({v["batch_tile"], v["in_chunk"], v["e_per_thread"]}, f);
+    }
     check_schedule("digitcaps_fused", name, target, {"fused_cpu"}, gpu_names());
     if (!target.has_gpu_feature()) {
         fused_cpu(target, f);
