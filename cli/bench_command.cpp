@@ -69,6 +69,7 @@ std::string family_of(const std::string &implementation, Device device) {
 // stage-per-op schedule (CPU), i.e. what an eager framework does.
 std::string naive_name(const std::string &op, Device device) {
     if (op == "digitcaps" || op == "route") return device == Device::cuda ? "cuda_naive" : "stage_per_op";
+    if (op == "digitcaps_backward") return device == Device::cuda ? "stage_per_kernel" : "cpu";
     return device == Device::cuda ? "cuda_blog_naive" : "naive-openmp";
 }
 
@@ -439,6 +440,77 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     }
 }
 
+// DigitCaps backward rows (3 iterations, b0 absent): grad_u and grad_W from
+// u, W and grad_v, checked against the float64 reference's gradients. Bytes
+// floor: u, W, grad_v read once, grad_u and grad_W written once. Flops: the
+// recomputed forward plus about twice its work for the gradients, counted
+// as 3x the layer's (a rough figure, for scale only).
+void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs,
+                              std::mt19937_64 &rng, std::vector<Row> &rows) {
+    constexpr int kIterations = 3;
+    const auto &p = shape.s;
+    const reference::DigitCapsShape s{p.batch, p.in_caps, p.in_dim, p.out_caps, p.out_dim};
+    const double input_bytes = 4.0 * (s.u_size() + s.W_size() + s.v_size());
+    const int sets = rotation_sets(device, input_bytes);
+    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
+    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+    InputSets grad_v({s.batch, s.out_caps, s.out_dim}, device, sets, rng);
+    Tensor grad_u({s.batch, s.in_caps, s.in_dim}, device), grad_W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
+    const auto ref = reference::digitcaps_backward_f64(s, u.first().host().data(), W.first().host().data(), nullptr,
+                                                       grad_v.first().host().data(), kIterations);
+    const double bytes = input_bytes + 4.0 * (s.u_size() + s.W_size());
+    const double flops = 3.0 * (4.0 * kIterations + 2.0 * s.in_dim) * s.routing().u_hat_size();
+    // As tests/digitcaps_checks.h: elementwise to 1e-4 of the largest gradient.
+    auto tolerance = [](const std::vector<double> &r) {
+        double m = 0;
+        for (double x : r) m = std::max(m, std::fabs(x));
+        return reference::Tolerance{1e-4 * std::max(m, 1e-30), 1e-4};
+    };
+    auto call = [&](const Options &o, int n) {
+        return digitcaps_backward(u.view(n), W.view(n), TensorView{}, grad_v.view(n), grad_u.view(), grad_W.view(),
+                                  TensorView{}, kIterations, o);
+    };
+    for (const auto &info : list_implementations()) {
+        if (info.op != "digitcaps_backward" || info.device != device || !wanted(a, info.implementation)) continue;
+        if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
+        Options options;
+        options.device = device;
+        options.implementation = info.implementation;
+        grad_u.poison();
+        grad_W.poison();
+        if (Status st = call(options, 0); !st.ok()) {
+            rows.push_back(failed_row("digitcaps_backward", shape, info.implementation, device, st));
+            continue;
+        }
+        grad_u.download();
+        grad_W.download();
+        const auto cu = reference::compare(grad_u.host().data(), ref.grad_u, tolerance(ref.grad_u));
+        const auto cw = reference::compare(grad_W.host().data(), ref.grad_W, tolerance(ref.grad_W));
+        double peak_mb = std::nan("");
+        if (device == Device::cuda) {
+            DeviceMemoryProbe probe;
+            probe.begin();
+            check(call(options, 0));
+            peak_mb = probe.end_mb();
+        }
+        int n = 0;
+        const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
+        Row r;
+        r.op = "digitcaps_backward", r.shape = shape.name, r.implementation = info.implementation;
+        r.family = family_of(info.implementation, device);
+        r.dims = p;
+        take_check(r, cu.passed ? cw : cu);
+        r.valid = cu.passed && cw.passed;
+        r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
+        r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
+        r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
+        r.us = t.median_us;
+        fill_rates(r, bytes, flops, copy_gbs);
+        r.peak_device_mb = peak_mb;
+        rows.push_back(r);
+    }
+}
+
 void fill_speedups(std::vector<Row> &rows, Device device) {
     for (Row &r : rows) {
         for (const Row &n : rows) {
@@ -508,8 +580,9 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         << (device == Device::cuda ? "L2 cache" : "last-level cache") << "\n"
         << "- GB/s and % copy count the bytes floor (inputs read once, outputs written once); "
         << "speed-up is against " << naive_name("predict", device) << " for the prediction and "
-        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent)\n"
-        << "- device MB (routing rows on CUDA): device memory one call allocates beyond its inputs and outputs, "
+        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent), "
+        << naive_name("digitcaps_backward", device) << " for the layer's backward\n"
+        << "- device MB (DigitCaps, routing and DigitCaps backward rows on CUDA): device memory one call allocates beyond its inputs and outputs, "
            "measured with Halide's device-allocation cache on and emptied before the call (drop in "
            "cudaMemGetInfo's free memory; 2 MiB driver pages) and, for the hand-written CUDA, the "
            "cudaMallocAsync pool's high-water mark; the cache stays on for the timings "
@@ -560,6 +633,9 @@ void run_bench(BenchArgs &a) {
         if (a.ops == "all" || a.ops == "digitcaps" || a.ops == "route") {
             bench_routing(a, shape, device, copy_gbs, write_gbs, rng, rows);
         }
+        if (a.ops == "all" || a.ops == "digitcaps_backward") {
+            bench_digitcaps_backward(a, shape, device, copy_gbs, rng, rows);
+        }
     }
     fill_speedups(rows, device);
 
@@ -594,8 +670,9 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
         ->capture_default_str();
     cmd->add_option("--op", args->ops,
-                    "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), or all")
-        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "all"}))
+                    "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), "
+                    "digitcaps_backward (the layer's gradients, 3 iterations), or all")
+        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "digitcaps_backward", "all"}))
         ->capture_default_str();
     cmd->add_option("--shapes", args->shapes,
                     "shapes to run: mnist_b128, mnist_b512, wide_b32, or B:I:K:J:E (comma-separated)")
