@@ -19,7 +19,7 @@ using detail::HalideKernelEntry;
 
 // The API's op names and the generators that implement them. A backward op
 // has two generators: the hand-derived one (schedule "cpu") and Halide's
-// autodiff (schedule "autodiff").
+// autodiff (schedule "autodiff" with Li2018, "root_autodiff" plainly scheduled).
 struct RoutingOp {
     const char *op;
     std::vector<const char *> generators;
@@ -244,7 +244,8 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
                     list += (list.empty() ? "" : ", ") + std::to_string(n);
                 }
             }
-            info.description = std::string(key.first == "autodiff" ? "Halide autodiff, Li2018 schedule" :
+            info.description = std::string(key.first == "autodiff"        ? "Halide autodiff, Li2018 schedule" :
+                                            key.first == "root_autodiff" ? "Halide autodiff, every stage compute_root" :
                                                                       "Halide schedule '" + key.first + "'") +
                                 " (" + r.what + (list.empty() ? "" : "; iterations " + list) + ")";
             out.push_back(info);
