@@ -314,7 +314,12 @@ void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
     for (int t = 0; t < iterations; t++) {
         halcaps::FusedPass p;
         const std::string n = "pass" + std::to_string(t) + "_";
-        p.u_hat = sum_over(n + "u_hat", {e, j, i, b}, f.rk, f.W(f.rk, e, j, i) * f.u(f.rk, i, b));
+        if (f.u_hat_given.defined()) {
+            p.u_hat = Func(n + "u_hat");
+            p.u_hat(e, j, i, b) = f.u_hat_given(e, j, i, b);
+        } else {
+            p.u_hat = sum_over(n + "u_hat", {e, j, i, b}, f.rk, f.W(f.rk, e, j, i) * f.u(f.rk, i, b));
+        }
         Expr logits = f.b0(j, i);
         for (int s = 0; s < t; s++) {
             const Func &v_s = f.passes[s].squash.v;
@@ -334,6 +339,36 @@ void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
         f.passes.push_back(p);
     }
 }
+
+// Routing alone in the same passes (routing_fused): u_hat is an input, read
+// once per pass (r times) instead of 2r - 1 times, and the pass kernels and
+// squash kernels are the fused layer's.
+class RoutingFused : public Generator<RoutingFused> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "fused"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 4>> u_hat{"u_hat"};  // (e, j, i, b)
+    Input<Buffer<float, 2>> b0{"b0"};        // (j, i)
+    Output<Buffer<float, 3>> v{"v"};         // (e, j, b)
+
+    void generate() {
+        halcaps::FusedDigitCapsStages f;
+        f.e = Var("e"), f.j = Var("j"), f.i = Var("i"), f.b = Var("b");
+        f.ri = RDom(0, u_hat.dim(2).extent(), "ri");
+        f.rj = RDom(0, u_hat.dim(1).extent(), "rj");
+        f.re = RDom(0, u_hat.dim(0).extent(), "re");
+        f.u_hat_given = wrap("u_hat_in", u_hat);
+        f.b0 = wrap("b0_in", b0);
+        define_fused_digitcaps(f, iterations);
+        v(f.e, f.j, f.b) = f.passes.back().squash.v(f.e, f.j, f.b);
+        f.v = v;
+        require_dense(u_hat), require_dense(b0), require_dense(v);
+        u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        if (!using_autoscheduler()) halcaps::schedule_digitcaps_fused(schedule, get_target(), f);
+    }
+};
 
 class DigitCapsFused : public Generator<DigitCapsFused> {
 public:
@@ -595,6 +630,7 @@ HALIDE_REGISTER_GENERATOR(Squash, squash)
 HALIDE_REGISTER_GENERATOR(Routing, routing)
 HALIDE_REGISTER_GENERATOR(DigitCaps, digitcaps)
 HALIDE_REGISTER_GENERATOR(DigitCapsFused, digitcaps_fused)
+HALIDE_REGISTER_GENERATOR(RoutingFused, routing_fused)
 HALIDE_REGISTER_GENERATOR(RoutingBackward, routing_backward)
 HALIDE_REGISTER_GENERATOR(DigitCapsBackward, digitcaps_backward)
 HALIDE_REGISTER_GENERATOR(RoutingBackwardAutodiff, routing_backward_autodiff)

@@ -91,6 +91,7 @@ struct RoutingBackwardStages {
 // pass as one kernel whose u_hat never leaves registers / shared memory.
 struct FusedPass {
     Halide::Func u_hat;                   // (e, j, i, b): W u for this pass; init + update over rk
+                                          // (routing_fused: pure, a read of the input)
     std::vector<Halide::Func> agreement;  // [s] for s < t: (j, i, b), sum over e of u_hat * v[s]; init + update over re
     Halide::Func logits;                  // (j, i, b): b0 + agreement[0] + ... (pure)
     Halide::Func logit_max;               // (i, b): max over j; init + update
@@ -102,6 +103,8 @@ struct FusedPass {
 
 struct FusedDigitCapsStages {
     Halide::Func u, W, b0;                // (k, i, b), (k, e, j, i), (j, i)
+    Halide::Func u_hat_given;             // routing_fused: the input u_hat (e, j, i, b); each pass's
+                                          // u_hat is then a pure copy of it (no update), not W u
     std::vector<FusedPass> passes;
     Halide::Func v;                       // the output (e, j, b): squash of the last pass
     Halide::Var e, j, i, b;

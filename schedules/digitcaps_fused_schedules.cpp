@@ -79,8 +79,10 @@ void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
     for (size_t t = 0; t < f.passes.size(); t++) {
         FusedPass &p = f.passes[t];
         Var eo("eo"), ei("ei");
-        p.u_hat.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
-        p.u_hat.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, j, i).vectorize(ei);
+        if (p.u_hat.has_update_definition()) {  // digitcaps_fused; routing_fused reads its input inline
+            p.u_hat.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
+            p.u_hat.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, j, i).vectorize(ei);
+        }
         for (Func ag : p.agreement) {
             ag.compute_at(per_batch);
             ag.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
@@ -155,15 +157,18 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
         const LoopLevel per_capsule(part, rii);
         {
             // u_hat of one input capsule for the batch tile: computed in
-            // registers by the thread that owns (e, j), then shared.
+            // registers by the thread that owns (e, j), then shared
+            // (routing_fused: loaded from the input u_hat into shared memory).
             Func u_hat_shared = p.u_hat.in();
             Var et("et"), ei("ei"), bx("bx"), bl("bl");
             u_hat_shared.compute_at(per_capsule);
             per_thread_tile(u_hat_shared, e, b, et, ei, bx, bl, tile);
             u_hat_shared.reorder(bl, ei, et, j, i, bx).gpu_threads(et, j);
-            p.u_hat.compute_at(u_hat_shared, et).store_in(MemoryType::Register);
-            p.u_hat.unroll(e).unroll(b);
-            p.u_hat.update().reorder(b, e, f.rk, j, i).unroll(e).unroll(b);
+            if (p.u_hat.has_update_definition()) {
+                p.u_hat.compute_at(u_hat_shared, et).store_in(MemoryType::Register);
+                p.u_hat.unroll(e).unroll(b);
+                p.u_hat.update().reorder(b, e, f.rk, j, i).unroll(e).unroll(b);
+            }
         }
         for (Func ag : p.agreement) {
             // Shared memory: every thread of the softmax reads all of j.
@@ -196,6 +201,7 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
 }  // namespace
 
 void schedule_digitcaps_fused(const std::string &name, const Target &target, FusedDigitCapsStages &f) {
+    // Also routing_fused (f.u_hat_given set): the same passes over an input u_hat.
     if (space::is_point_name(name) && target.has_gpu_feature()) {
         // A point of schedules/spaces/digitcaps_fused_cuda.space, parsed
         // strictly (schedules/space_knobs.h), then the named variants' code.

@@ -47,6 +47,12 @@ endforeach ()
 halcaps_add_kernel(digitcaps_fused              fused_b8          cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_b32_e2      cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
+# Routing alone in the same passes (generator routing_fused): u_hat read once
+# per iteration; the CUDA default for route.
+foreach (n IN ITEMS 1 3 5)
+    halcaps_add_kernel(routing_fused            fused             cuda ITERATIONS ${n})
+endforeach ()
+halcaps_add_kernel(routing_fused                fused_cpu         cpu  ITERATIONS 3)
 # The GPU backward, one kernel per stage (the baseline for a fused one), at 1
 # and 3 iterations: at 5 its ~200 kernels took 134 s (routing) and 151 s (layer)
 # to generate on the 2-core CI machine, more than the rest of this file.

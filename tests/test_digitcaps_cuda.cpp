@@ -1,6 +1,6 @@
 // The DigitCaps layer and routing on CUDA, forward and backward, against the
 // float64 reference: every CUDA implementation the build holds (the fused
-// forward and its tiling variants, stage_per_kernel, cuda_naive, the
+// forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive, the
 // stage_per_kernel backward), the blog's {4, 8} grid, odd sizes around the
 // fused schedules' tiles (batch tiles 8, 16, 32; input-capsule chunks 16, 32),
 // 1, 3 and 5 iterations (the GPU backward: 1 and 3), b0 given and not, hard inputs, device tensors on a
@@ -55,10 +55,13 @@ struct DeviceVector {
 
 }  // namespace
 
-TEST_CASE("cuda digitcaps: the fused forward is built and is the default", "[cuda][digitcaps]") {
+TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built and is the default", "[cuda][digitcaps]") {
     for (int iterations : {1, 3, 5}) {
-        const auto names = implementations("digitcaps", iterations, Device::cuda);
-        REQUIRE(std::find(names.begin(), names.end(), "fused") != names.end());
+        for (const char *op : {"digitcaps", "route"}) {
+            INFO(op << ", " << iterations << " iterations");
+            const auto names = implementations(op, iterations, Device::cuda);
+            REQUIRE(std::find(names.begin(), names.end(), "fused") != names.end());
+        }
     }
     // The GPU backward is built for 1 and 3 iterations (schedules/kernels.cmake).
     for (int iterations : {1, 3}) {
@@ -80,6 +83,13 @@ TEST_CASE("cuda digitcaps: the fused forward is built and is the default", "[cud
                 .ok());
     REQUIRE(named == p.v);
     require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
+    // The same for route.
+    std::vector<float> v_default = nan_filled(p.v.size()), v_named = nan_filled(p.v.size());
+    REQUIRE(route(p.u_hat_v(), p.b0_v(), host_view(v_default, {17, 10, 16}), 3, device_options(Device::cuda)).ok());
+    REQUIRE(route(p.u_hat_v(), p.b0_v(), host_view(v_named, {17, 10, 16}), 3, device_options(Device::cuda, "fused"))
+                .ok());
+    REQUIRE(v_default == v_named);
+    require_close("v", v_default, reference::route_f64(p.s.routing(), p.u_hat.data(), p.b0.data(), 3), 1e-4);
 }
 
 TEST_CASE("cuda digitcaps: blog grid, {4, 8} for every extent", "[cuda][digitcaps]") {

@@ -28,7 +28,7 @@ struct RoutingOp {
 const std::vector<RoutingOp> &routing_ops() {
     static const std::vector<RoutingOp> ops = {
         {"squash", {"squash"}, "squash over the last dimension"},
-        {"route", {"routing"}, "dynamic routing"},
+        {"route", {"routing", "routing_fused"}, "dynamic routing"},
         {"route_backward", {"routing_backward", "routing_backward_autodiff"}, "routing gradients"},
         {"digitcaps", {"digitcaps", "digitcaps_fused"}, "prediction + routing in one pipeline"},
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
@@ -76,10 +76,11 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
-    // On CUDA the layer's default is the fused forward (digitcaps_fused,
-    // "fused"); the other routing ops have stage_per_kernel, not predict's
-    // default ("tuned").
-    const std::string cuda_default = std::string(op) == "digitcaps" ? "fused" : "stage_per_kernel";
+    // On CUDA the forward ops' default is the fused passes (digitcaps_fused,
+    // routing_fused: "fused"); the backward ops have stage_per_kernel; not
+    // predict's default ("tuned").
+    const bool forward = std::string(op) == "digitcaps" || std::string(op) == "route";
+    const std::string cuda_default = forward ? "fused" : "stage_per_kernel";
     const std::string implementation = !options.implementation.empty() ? options.implementation
                                        : *device == Device::cuda      ? cuda_default
                                                                       : detail::chosen_implementation(options, *device);
