@@ -26,6 +26,8 @@
 
 #if HALCAPS_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "HalideRuntime.h"
 #endif
 
 namespace halcaps::cli {
@@ -52,6 +54,7 @@ struct Row {
     double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0, speedup_vs_naive = 0;
     double floor_bytes = 0, floor_us = 0;
     double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
+    double peak_device_mb = std::nan("");  // routing ops on CUDA: device memory a call allocates (DeviceMemoryProbe)
     std::string check_summary;
     // capsconv rows: their own dims (JSON object and text), and the extra
     // device memory a peer needs beyond the operator's tensors.
@@ -75,6 +78,7 @@ std::string family_of(const std::string &implementation, Device device) {
 // stage-per-op schedule (CPU), i.e. what an eager framework does.
 std::string naive_name(const std::string &op, Device device) {
     if (op == "digitcaps" || op == "route") return device == Device::cuda ? "cuda_naive" : "stage_per_op";
+    if (op == "digitcaps_backward") return device == Device::cuda ? "stage_per_kernel" : "cpu";
     // capsconv: against Vaidya's I3 register kernel, the reference point of the paper.
     if (op == "capsconv") return device == Device::cuda ? "cuda_vaidya_i3" : "naive-openmp";
     return device == Device::cuda ? "cuda_blog_naive" : "naive-openmp";
@@ -130,6 +134,70 @@ public:
 
 private:
     std::vector<std::unique_ptr<Tensor>> copies_;
+};
+
+// The device memory one call allocates beyond its inputs and outputs (which
+// the bench allocates beforehand), in MB; routing rows on CUDA only.
+// Method: Halide's device-allocation cache is switched on, so allocations a
+// Halide pipeline frees at its end stay cached (on the device) instead of
+// going back to the driver. Before the probed call the cache is emptied
+// (halide_reuse_device_allocations(false), then true again); the drop in
+// cudaMemGetInfo's free memory across the call is then what the call
+// allocated: at least its peak intermediate memory, and equal to it when no
+// allocation was freed and re-made within the call (Halide reuses a cached
+// block only for a request of the same size). Driver allocations come in
+// 2 MiB pages, so small figures are rounded up to them. The hand-written
+// CUDA allocates from the stream-ordered pool (cudaMallocAsync), which gives
+// memory back at the next synchronisation; for it the pool's own high-water
+// mark of used memory (cudaMemPoolAttrUsedMemHigh, reset before the call) is
+// the peak. The row shows the larger of the two. The probed call is the
+// second one of an implementation, after the checking call, so that loading
+// its kernels' code (which also takes device memory) is not counted.
+// run_bench switches the cache on for the whole run.
+class DeviceMemoryProbe {
+public:
+    void begin() {
+#if HALCAPS_WITH_CUDA
+        cudaDeviceSynchronize();
+        halide_reuse_device_allocations(nullptr, false);
+        halide_reuse_device_allocations(nullptr, true);
+        int device_id = 0;
+        cudaGetDevice(&device_id);
+        if (cudaDeviceGetDefaultMemPool(&pool_, device_id) == cudaSuccess) {
+            cudaMemPoolTrimTo(pool_, 0);
+            unsigned long long zero = 0;  // cuuint64_t (cuda.h)
+            cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero);
+        } else {
+            pool_ = nullptr;
+        }
+        size_t total = 0;
+        ok_ = cudaMemGetInfo(&free_before_, &total) == cudaSuccess;
+#endif
+    }
+    // NaN when the device could not be asked.
+    double end_mb() {
+#if HALCAPS_WITH_CUDA
+        cudaDeviceSynchronize();
+        size_t free_after = 0, total = 0;
+        if (!ok_ || cudaMemGetInfo(&free_after, &total) != cudaSuccess) return std::nan("");
+        const double halide_bytes = free_before_ > free_after ? static_cast<double>(free_before_ - free_after) : 0.0;
+        double pool_bytes = 0;
+        unsigned long long high = 0;
+        if (pool_ != nullptr && cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high) == cudaSuccess) {
+            pool_bytes = static_cast<double>(high);
+        }
+        return std::max(halide_bytes, pool_bytes) / 1e6;
+#else
+        return std::nan("");
+#endif
+    }
+
+private:
+#if HALCAPS_WITH_CUDA
+    cudaMemPool_t pool_ = nullptr;
+#endif
+    size_t free_before_ = 0;
+    bool ok_ = false;
 };
 
 void fill_rates(Row &r, double bytes, double flops, double copy_gbs) {
@@ -338,6 +406,13 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             }
             v.download();
             const auto c = reference::compare(v.host().data(), ref, tol);
+            double peak_mb = std::nan("");
+            if (device == Device::cuda) {
+                DeviceMemoryProbe probe;
+                probe.begin();
+                check(call(options, 0));
+                peak_mb = probe.end_mb();
+            }
             int n = 0;
             const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
             Row r;
@@ -348,6 +423,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             r.us = t.median_us;
             fill_rates(r, bytes, flops, copy_gbs);
             r.u_hat_write_us = u_hat_bytes / (write_gbs * 1e3);
+            r.peak_device_mb = peak_mb;
             rows.push_back(r);
         }
     };
@@ -528,6 +604,77 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
     }
 }
 
+// DigitCaps backward rows (3 iterations, b0 absent): grad_u and grad_W from
+// u, W and grad_v, checked against the float64 reference's gradients. Bytes
+// floor: u, W, grad_v read once, grad_u and grad_W written once. Flops: the
+// recomputed forward plus about twice its work for the gradients, counted
+// as 3x the layer's (a rough figure, for scale only).
+void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs,
+                              std::mt19937_64 &rng, std::vector<Row> &rows) {
+    constexpr int kIterations = 3;
+    const auto &p = shape.s;
+    const reference::DigitCapsShape s{p.batch, p.in_caps, p.in_dim, p.out_caps, p.out_dim};
+    const double input_bytes = 4.0 * (s.u_size() + s.W_size() + s.v_size());
+    const int sets = rotation_sets(device, input_bytes);
+    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
+    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+    InputSets grad_v({s.batch, s.out_caps, s.out_dim}, device, sets, rng);
+    Tensor grad_u({s.batch, s.in_caps, s.in_dim}, device), grad_W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
+    const auto ref = reference::digitcaps_backward_f64(s, u.first().host().data(), W.first().host().data(), nullptr,
+                                                       grad_v.first().host().data(), kIterations);
+    const double bytes = input_bytes + 4.0 * (s.u_size() + s.W_size());
+    const double flops = 3.0 * (4.0 * kIterations + 2.0 * s.in_dim) * s.routing().u_hat_size();
+    // As tests/digitcaps_checks.h: elementwise to 1e-4 of the largest gradient.
+    auto tolerance = [](const std::vector<double> &r) {
+        double m = 0;
+        for (double x : r) m = std::max(m, std::fabs(x));
+        return reference::Tolerance{1e-4 * std::max(m, 1e-30), 1e-4};
+    };
+    auto call = [&](const Options &o, int n) {
+        return digitcaps_backward(u.view(n), W.view(n), TensorView{}, grad_v.view(n), grad_u.view(), grad_W.view(),
+                                  TensorView{}, kIterations, o);
+    };
+    for (const auto &info : list_implementations()) {
+        if (info.op != "digitcaps_backward" || info.device != device || !wanted(a, info.implementation)) continue;
+        if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
+        Options options;
+        options.device = device;
+        options.implementation = info.implementation;
+        grad_u.poison();
+        grad_W.poison();
+        if (Status st = call(options, 0); !st.ok()) {
+            rows.push_back(failed_row("digitcaps_backward", shape, info.implementation, device, st));
+            continue;
+        }
+        grad_u.download();
+        grad_W.download();
+        const auto cu = reference::compare(grad_u.host().data(), ref.grad_u, tolerance(ref.grad_u));
+        const auto cw = reference::compare(grad_W.host().data(), ref.grad_W, tolerance(ref.grad_W));
+        double peak_mb = std::nan("");
+        if (device == Device::cuda) {
+            DeviceMemoryProbe probe;
+            probe.begin();
+            check(call(options, 0));
+            peak_mb = probe.end_mb();
+        }
+        int n = 0;
+        const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
+        Row r;
+        r.op = "digitcaps_backward", r.shape = shape.name, r.implementation = info.implementation;
+        r.family = family_of(info.implementation, device);
+        r.dims = p;
+        take_check(r, cu.passed ? cw : cu);
+        r.valid = cu.passed && cw.passed;
+        r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
+        r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
+        r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
+        r.us = t.median_us;
+        fill_rates(r, bytes, flops, copy_gbs);
+        r.peak_device_mb = peak_mb;
+        rows.push_back(r);
+    }
+}
+
 void fill_speedups(std::vector<Row> &rows, Device device) {
     for (Row &r : rows) {
         for (const Row &n : rows) {
@@ -536,6 +683,14 @@ void fill_speedups(std::vector<Row> &rows, Device device) {
             }
         }
     }
+}
+
+// A peak-memory figure for the tables: "-" where none was measured.
+std::string memory_text(double mb) {
+    if (std::isnan(mb)) return "-";
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", mb);
+    return text;
 }
 
 std::string iso_time_now() {
@@ -575,6 +730,7 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
             << (r.u_hat_write_us > 0 ? ", \"u_hat_write_us\": " + json_number(r.u_hat_write_us) : std::string())
             << (r.extra_bytes > 0 ? ", \"extra_bytes\": " + json_number(r.extra_bytes) : std::string())
             << (!r.extra_note.empty() ? ", \"extra_note\": " + json_string(r.extra_note) : std::string())
+            << (std::isnan(r.peak_device_mb) ? std::string() : ", \"peak_device_mb\": " + json_number(r.peak_device_mb))
             << "}" << (n + 1 < rows.size() ? "," : "") << "\n";
     }
     out << "  ]\n}\n";
@@ -595,8 +751,14 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         << (device == Device::cuda ? "L2 cache" : "last-level cache") << "\n"
         << "- GB/s and % copy count the bytes floor (inputs read once, outputs written once); "
         << "speed-up is against " << naive_name("predict", device) << " for the prediction, "
-        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent) and "
-        << naive_name("capsconv", device) << " for the capsule convolution\n";
+        << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent), "
+        << naive_name("digitcaps_backward", device) << " for the layer's backward and "
+        << naive_name("capsconv", device) << " for the capsule convolution\n"
+        << "- device MB (DigitCaps, routing and DigitCaps backward rows on CUDA): device memory one call allocates beyond its inputs and outputs, "
+           "measured with Halide's device-allocation cache on and emptied before the call (drop in "
+           "cudaMemGetInfo's free memory; 2 MiB driver pages) and, for the hand-written CUDA, the "
+           "cudaMallocAsync pool's high-water mark; the cache stays on for the timings "
+           "(cli/bench_command.cpp, DeviceMemoryProbe)\n";
     std::string current;
     for (const Row &r : rows) {
         const std::string group = r.op + " / " + r.shape;
@@ -614,13 +776,13 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                                          : std::string())
                 << "\n\n"
                 << "| implementation | family | check | µs | GB/s | % copy BW | GFLOP/s | × vs " << naive_name(r.op, device)
-                << (r.op == "capsconv" ? " | extra memory" : "") << " |\n|---|---|---|---:|---:|---:|---:|---:|"
-                << (r.op == "capsconv" ? "---|" : "") << "\n";
+                << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
+                << " |\n|---|---|---|---:|---:|---:|---:|---:|---:|" << (r.op == "capsconv" ? "---|" : "") << "\n";
         }
         char line[512];
-        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f |",
+        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f | %s |",
                       r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "**WRONG**", r.us, r.gbs,
-                      r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
+                      r.pct_bandwidth, r.gflops, r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
         out << line;
         if (r.op == "capsconv") {
             out << " " << (r.extra_bytes > 0 ? json_number(r.extra_bytes / 1e6) + " MB (" + r.extra_note + ")" : "")
@@ -642,6 +804,13 @@ void run_bench(BenchArgs &a) {
     const std::string device_label = device == Device::cuda ? cuda_device_name() : "CPU";
     const std::string date = iso_time_now();
 
+#if HALCAPS_WITH_CUDA
+    // Halide's device-allocation cache on for the whole run (Halide's default
+    // is off): pipelines with device intermediates (the routing ops) then
+    // time their kernels, not cuMemAlloc / cuMemFree, and every row runs under
+    // the same setting. DeviceMemoryProbe relies on it.
+    if (device == Device::cuda) halide_reuse_device_allocations(nullptr, true);
+#endif
     const double copy_gbs = measured_copy_bandwidth_gbs(device);
     const double write_gbs = measured_write_bandwidth_gbs(device);
     std::printf("halcaps bench: %s (%s), seed %llu, measured now: copy %.0f GB/s (read + write), write-only %.0f GB/s\n",
@@ -654,20 +823,23 @@ void run_bench(BenchArgs &a) {
         if (a.ops == "all" || a.ops == "digitcaps" || a.ops == "route") {
             bench_routing(a, shape, device, copy_gbs, write_gbs, rng, rows);
         }
+        if (a.ops == "all" || a.ops == "digitcaps_backward") {
+            bench_digitcaps_backward(a, shape, device, copy_gbs, rng, rows);
+        }
     }
     if (a.ops == "all" || a.ops == "capsconv") {
         for (const auto &shape : capsconv_shapes) bench_capsconv(a, shape, device, copy_gbs, rng, rows);
     }
     fill_speedups(rows, device);
 
-    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %8s %7s %9s %8s\n", "op", "shape", "implementation", "family",
-                "check", "us", "GB/s", "%copy", "GFLOP/s", "x naive");
+    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %8s %7s %9s %8s %9s\n", "op", "shape", "implementation", "family",
+                "check", "us", "GB/s", "%copy", "GFLOP/s", "x naive", "device MB");
     int wrong = 0;
     for (const Row &r : rows) {
         wrong += !r.valid;
-        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %8.0f %6.1f%% %9.0f %8.2f\n", r.op.c_str(), r.shape.c_str(),
-                    r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us, r.gbs,
-                    r.pct_bandwidth, r.gflops, r.speedup_vs_naive);
+        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %8.0f %6.1f%% %9.0f %8.2f %9s\n", r.op.c_str(),
+                    r.shape.c_str(), r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us, r.gbs,
+                    r.pct_bandwidth, r.gflops, r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
         if (r.extra_bytes > 0) std::printf("    extra memory %.1f MB: %s\n", r.extra_bytes / 1e6, r.extra_note.c_str());
     }
@@ -693,9 +865,11 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
         ->capture_default_str();
     cmd->add_option("--op", args->ops,
-                    "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), capsconv "
-                    "(the 4x4-pose capsule convolution), or all")
-        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "capsconv", "all"}))
+                    "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), "
+                    "digitcaps_backward (the layer's gradients, 3 iterations), capsconv (the 4x4-pose capsule "
+                    "convolution), or all")
+        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "digitcaps_backward", "capsconv",
+                               "all"}))
         ->capture_default_str();
     cmd->add_option("--shapes", args->shapes,
                     "shapes to run: mnist_b128, mnist_b512, wide_b32, or B:I:K:J:E (comma-separated)")

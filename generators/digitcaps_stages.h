@@ -81,4 +81,34 @@ struct RoutingBackwardStages {
     std::vector<Halide::Func> outputs;            // the generator's outputs: copies of the above
 };
 
+// The fused DigitCaps layer (generator digitcaps_fused): the same math as
+// RoutingStages over a predicted u_hat, written as one pass per routing
+// iteration. Pass t has its own u_hat (W u recomputed, never shared with
+// another pass) and, from it, the agreements with every earlier iteration's
+// v, so its logits are b0 + sum_{s<t} agreement[s] (summed in the same order
+// as the recurrence logits[t] = logits[t-1] + agreement[t-1]). Nothing but
+// v[t] (B·J·E floats) links one pass to the next, so a GPU schedule can run a
+// pass as one kernel whose u_hat never leaves registers / shared memory.
+struct FusedPass {
+    Halide::Func u_hat;                   // (e, j, i, b): W u for this pass; init + update over rk
+                                          // (routing_fused: pure, a read of the input)
+    std::vector<Halide::Func> agreement;  // [s] for s < t: (j, i, b), sum over e of u_hat * v[s]; init + update over re
+    Halide::Func logits;                  // (j, i, b): b0 + agreement[0] + ... (pure)
+    Halide::Func logit_max;               // (i, b): max over j; init + update
+    Halide::Func exp_sum;                 // (i, b): sum over j of exp(logits - logit_max); init + update
+    Halide::Func c;                       // (j, i, b): softmax over j
+    Halide::Func s;                       // (e, j, b): sum over i of c * u_hat; init + update over ri
+    SquashStages squash;                  // v[t](e, j, b) = squash(s)
+};
+
+struct FusedDigitCapsStages {
+    Halide::Func u, W, b0;                // (k, i, b), (k, e, j, i), (j, i)
+    Halide::Func u_hat_given;             // routing_fused: the input u_hat (e, j, i, b); each pass's
+                                          // u_hat is then a pure copy of it (no update), not W u
+    std::vector<FusedPass> passes;
+    Halide::Func v;                       // the output (e, j, b): squash of the last pass
+    Halide::Var e, j, i, b;
+    Halide::RDom ri, rj, re, rk;          // over in_caps, out_caps, out_dim, in_dim
+};
+
 }  // namespace halcaps

@@ -37,12 +37,41 @@ halcaps_add_kernel(digitcaps                    stage_per_op  cpu ITERATIONS 3)
 # On the GPU so far only the eager-framework baseline: one kernel per stage.
 halcaps_add_kernel(routing                      stage_per_kernel  cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps                    stage_per_kernel  cuda ITERATIONS 3)
+# The fused layer (generator digitcaps_fused, schedules/digitcaps_fused_schedules.cpp):
+# two kernels per iteration, u_hat recomputed, never stored. `fused` is the
+# CUDA default for the layer (1, 3, 5 iterations); the tiling variants at 3
+# only, for timing; fused_cpu only checks the algorithm on machines without a GPU.
+foreach (n IN ITEMS 1 3 5)
+    halcaps_add_kernel(digitcaps_fused          fused             cuda ITERATIONS ${n})
+endforeach ()
+halcaps_add_kernel(digitcaps_fused              fused_b8          cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_fused              fused_b32_e2      cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
+# Routing alone in the same passes (generator routing_fused): u_hat read once
+# per iteration; the CUDA default for route.
+foreach (n IN ITEMS 1 3 5)
+    halcaps_add_kernel(routing_fused            fused             cuda ITERATIONS ${n})
+endforeach ()
+halcaps_add_kernel(routing_fused                fused_cpu         cpu  ITERATIONS 3)
+# The GPU backward, one kernel per stage (the baseline for a fused one), at 1
+# and 3 iterations: at 5 its ~200 kernels took 134 s (routing) and 151 s (layer)
+# to generate on the 2-core CI machine, more than the rest of this file.
+foreach (n IN ITEMS 1 3)
+    halcaps_add_kernel(routing_backward         stage_per_kernel  cuda ITERATIONS ${n})
+    halcaps_add_kernel(digitcaps_backward       stage_per_kernel  cuda ITERATIONS ${n})
+endforeach ()
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
-# digitcaps_backward_autodiff, scheduled by Li2018) is NOT built yet: measured
-# 2026-11-21 it gave wrong gradients at B=32 (rel l2 error 0.41 against the
-# float64 reference; 132 ms against the hand-derived backward's 68 ms) and
-# out-of-bounds output writes at extents below the vector width (Li2018's
-# ShiftInwards splits). To build it for investigation:
+# digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
+# fixed (generators/digitcaps.cpp, above the autodiff generators). Built with
+# root_autodiff (every stage compute_root, serial) at 3 iterations, as a second
+# backward the tests check against the reference and the hand-derived one.
+halcaps_add_kernel(routing_backward_autodiff    root_autodiff cpu ITERATIONS 3)
+halcaps_add_kernel(digitcaps_backward_autodiff  root_autodiff cpu ITERATIONS 3)
+# Scheduled by Li2018 it is still NOT built: it writes outputs out of bounds
+# at extents below its tile sizes (Li2018's ShiftInwards splits; measured
+# 2026-11-21 at B=2 I=5 J=3 E=4); its gradients are right at B=32 I=64
+# J=E=16 (3e-7). 132 ms against the hand-derived backward's 68 ms at B=32,
+# MNIST otherwise. To build it for investigation:
 #   halcaps_add_kernel(routing_backward_autodiff autodiff cpu ITERATIONS 3 AUTOSCHEDULER Halide::Li2018)
 
 # The capsule convolution with 4x4 poses (generators/capsconv.cpp,

@@ -49,6 +49,12 @@ inline const std::vector<SpaceSpec> &specs() {
           {"i_threads", 1, 1024, true, 4, "threads along input capsules"},
           {"batch_tile", 1, 64, true, 16, "batch elements per thread (register accumulators)"},
           {"stage_u", 0, 1, false, 0, "copy the block's u tile to shared memory"}}},
+        // The fused DigitCaps layer's pass kernel (schedules/digitcaps_fused_schedules.cpp,
+        // FusedGpuTiling); defaults are those of `fused`.
+        {"digitcaps_fused", "cuda",
+         {{"batch_tile", 1, 64, true, 16, "batch elements per block, unrolled in each thread's registers"},
+          {"in_chunk", 1, 1024, true, 32, "input capsules per block (chunk of the sum over i)"},
+          {"e_per_thread", 1, 16, true, 1, "out_dim values per thread, unrolled"}}},
     };
     return table;
 }

@@ -19,7 +19,7 @@ using detail::HalideKernelEntry;
 
 // The API's op names and the generators that implement them. A backward op
 // has two generators: the hand-derived one (schedule "cpu") and Halide's
-// autodiff (schedule "autodiff").
+// autodiff (schedule "autodiff" with Li2018, "root_autodiff" plainly scheduled).
 struct RoutingOp {
     const char *op;
     std::vector<const char *> generators;
@@ -28,9 +28,9 @@ struct RoutingOp {
 const std::vector<RoutingOp> &routing_ops() {
     static const std::vector<RoutingOp> ops = {
         {"squash", {"squash"}, "squash over the last dimension"},
-        {"route", {"routing"}, "dynamic routing"},
+        {"route", {"routing", "routing_fused"}, "dynamic routing"},
         {"route_backward", {"routing_backward", "routing_backward_autodiff"}, "routing gradients"},
-        {"digitcaps", {"digitcaps"}, "prediction + routing in one pipeline"},
+        {"digitcaps", {"digitcaps", "digitcaps_fused"}, "prediction + routing in one pipeline"},
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
     };
     return ops;
@@ -76,10 +76,13 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
-    // On CUDA the routing ops have one schedule so far (stage_per_kernel),
-    // not predict's default ("tuned").
+    // On CUDA the forward ops' default is the fused passes (digitcaps_fused,
+    // routing_fused: "fused"); the backward ops have stage_per_kernel; not
+    // predict's default ("tuned").
+    const bool forward = std::string(op) == "digitcaps" || std::string(op) == "route";
+    const std::string cuda_default = forward ? "fused" : "stage_per_kernel";
     const std::string implementation = !options.implementation.empty() ? options.implementation
-                                       : *device == Device::cuda      ? std::string("stage_per_kernel")
+                                       : *device == Device::cuda      ? cuda_default
                                                                       : detail::chosen_implementation(options, *device);
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
@@ -242,7 +245,8 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
                     list += (list.empty() ? "" : ", ") + std::to_string(n);
                 }
             }
-            info.description = std::string(key.first == "autodiff" ? "Halide autodiff, Li2018 schedule" :
+            info.description = std::string(key.first == "autodiff"        ? "Halide autodiff, Li2018 schedule" :
+                                            key.first == "root_autodiff" ? "Halide autodiff, every stage compute_root" :
                                                                       "Halide schedule '" + key.first + "'") +
                                 " (" + r.what + (list.empty() ? "" : "; iterations " + list) + ")";
             out.push_back(info);

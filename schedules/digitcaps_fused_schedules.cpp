@@ -1,0 +1,224 @@
+// Schedules of the fused DigitCaps layer (generator digitcaps_fused in
+// generators/digitcaps.cpp; stages in digitcaps_stages.h,
+// FusedDigitCapsStages): one pass per routing iteration, each pass
+// recomputing its own u_hat, so nothing of size B·I·J·E is ever stored.
+//
+// GPU, per routing iteration t, two kernels:
+//   pass kernel   blocks over (input-capsule chunk, batch tile). For each
+//                 input capsule i of its chunk in turn, the block computes
+//                 u_hat[:, :, i, batch tile] (each thread its e values for the
+//                 tile's batch elements, accumulated over k in registers,
+//                 then copied to shared memory), the agreements with v[0..t-1],
+//                 the softmax over j and adds c·u_hat into the block's partial
+//                 sums of s (shared memory). W is read once per batch tile,
+//                 not once per batch element. The partial sums go to a global
+//                 buffer of E·J·B·ceil(I / in_chunk) floats (2.9 MB at MNIST
+//                 b128 with in_chunk 32).
+//   squash kernel one block per batch element: s = sum of the partials,
+//                 squash, v[t] (the output for the last iteration).
+// So 2r kernels for r iterations (stage_per_kernel: 8r + 1), and r
+// predictions' worth of FMAs (stage_per_kernel recomputes nothing but stores
+// and re-reads u_hat 2r - 1 times).
+//
+// Threads of a block: (e / e_per_thread) × J (16 × 10 at MNIST); a block
+// of more than 1024 threads fails to launch with a CUDA error status (out_dim
+// · out_caps / e_per_thread > 1024, far beyond CapsNet shapes).
+#include <algorithm>
+#include <map>
+
+#include "common.h"
+#include "digitcaps_schedules.h"
+#include "space_knobs.h"
+
+namespace halcaps {
+
+using namespace Halide;
+using schedule_util::check_schedule;
+
+namespace {
+
+// The knobs of the pass kernel; the named GPU schedules differ only in these.
+struct FusedGpuTiling {
+    int batch_tile;    // batch elements per block, unrolled in each thread's registers
+    int in_chunk;      // input capsules per block (the chunk of the sum over i, rfactor)
+    int e_per_thread;  // out_dim values per thread, unrolled (threads along e: 16 / e_per_thread at E = 16)
+};
+
+// GPU time: not measured yet (all three; the lead times them on the H200 and keeps the best as `fused`).
+//   fused         16 batch elements × 32 input capsules a block, 288 blocks at MNIST b128
+//   fused_b8      8 × 16: 1152 smaller blocks, more parallelism, W read twice as often
+//   fused_b32_e2  32 × 32, two e values per thread: twice the FMAs per load of u
+const std::vector<std::pair<std::string, FusedGpuTiling>> &gpu_variants() {
+    static const std::vector<std::pair<std::string, FusedGpuTiling>> v = {
+        {"fused", {16, 32, 1}},
+        {"fused_b8", {8, 16, 1}},
+        {"fused_b32_e2", {32, 32, 2}},
+    };
+    return v;
+}
+
+std::vector<std::string> gpu_names() {
+    std::vector<std::string> out;
+    for (const auto &[name, tiling] : gpu_variants()) out.push_back(name);
+    return out;
+}
+
+// fused_cpu: exists to check the fused algorithm against the reference on
+// machines without a GPU (CI); not tuned. Parallel over batch elements (the
+// routing of one batch element never reads another's data), every stage of
+// every pass computed per batch element, each pass's u_hat slice (737 KB at
+// MNIST) its own L2-resident tile.
+// Measured 2026-11-21, MNIST b128, 3 iterations, 2-core AMD EPYC shared with
+// other builds (`halcaps bench --device cpu --op digitcaps --repeats 3`):
+// 154 ms, against cpu 44 ms and stage_per_op 207 ms in the same run.
+void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
+    const int vec = target.natural_vector_size<float>();
+    const Var e = f.e, j = f.j, i = f.i;
+    f.v.parallel(f.b).vectorize(e, vec, TailStrategy::GuardWithIf);
+    const LoopLevel per_batch(f.v, f.b);
+    for (size_t t = 0; t < f.passes.size(); t++) {
+        FusedPass &p = f.passes[t];
+        Var eo("eo"), ei("ei");
+        if (p.u_hat.has_update_definition()) {  // digitcaps_fused; routing_fused reads its input inline
+            p.u_hat.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
+            p.u_hat.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, j, i).vectorize(ei);
+        }
+        for (Func ag : p.agreement) {
+            ag.compute_at(per_batch);
+            ag.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
+        }
+        p.logit_max.compute_at(per_batch);
+        p.exp_sum.compute_at(per_batch);
+        p.c.compute_at(per_batch).vectorize(j, vec, TailStrategy::GuardWithIf);
+        p.s.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
+        p.s.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, eo, j, f.ri).vectorize(ei);
+        p.squash.max_abs.compute_at(per_batch);
+        p.squash.norm2_scaled.compute_at(per_batch);
+        if (t + 1 < f.passes.size()) p.squash.v.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
+    }
+}
+
+// Splits `b` of a stage computed inside a block by the batch tile, unrolled
+// (the tile's batch elements are each thread's registers), and `e` into
+// threads of e_per_thread values each; leaves the order to the caller.
+void per_thread_tile(Stage s, const Var &e, const Var &b, const Var &et, const Var &ei, const Var &bx, const Var &bl,
+                     const FusedGpuTiling &tile) {
+    s.split(b, bx, bl, tile.batch_tile, TailStrategy::GuardWithIf)
+        .split(e, et, ei, tile.e_per_thread, TailStrategy::GuardWithIf)
+        .unroll(bl)
+        .unroll(ei);
+}
+
+// The (j, batch element) stages of a pass (agreements, softmax): threads over
+// batch elements (as many as the e threads, the rest of the tile unrolled)
+// and j.
+void per_j_and_batch(Stage s, const Var &j, const Var &b, const Var &i, const FusedGpuTiling &tile,
+                     const std::vector<VarOrRVar> &inner = {}) {
+    const int b_threads = std::max(1, std::min(tile.batch_tile, 16 / tile.e_per_thread));
+    Var bx("bx"), bl("bl"), bt("bt"), bu("bu");
+    s.split(b, bx, bl, tile.batch_tile, TailStrategy::GuardWithIf)
+        .split(bl, bu, bt, b_threads, TailStrategy::GuardWithIf);
+    std::vector<VarOrRVar> order = inner;
+    for (const VarOrRVar &v : std::vector<VarOrRVar>{bu, bt, j, i, bx}) order.push_back(v);
+    s.reorder(order).unroll(bu).gpu_threads(bt, j);
+}
+
+void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
+    const Var e = f.e, j = f.j, i = f.i, b = f.b;
+    const size_t n = f.passes.size();
+    for (size_t t = 0; t < n; t++) {
+        FusedPass &p = f.passes[t];
+        const std::string tag = std::to_string(t);
+
+        // --- pass kernel: partial sums of s over chunks of input capsules.
+        RVar rio("rio" + tag), rii("rii" + tag);
+        Var io("io" + tag);
+        Func part = p.s.update().split(f.ri.x, rio, rii, tile.in_chunk).rfactor(rio, io);
+        Func part_out = part.in();
+        {
+            Var et("et"), ei("ei"), bx("bo"), bl("bl");
+            per_thread_tile(part_out, e, b, et, ei, bx, bl, tile);
+            part_out.compute_root().reorder(bl, ei, et, j, bx, io).gpu_blocks(bx, io).gpu_threads(et, j);
+        }
+        const LoopLevel block(part_out, Var("bo"));
+        {
+            // The block's partial sums, in shared memory; each thread adds
+            // its (e, j) entries for the tile's batch elements per capsule.
+            // Not in registers: store_in(Register) here fails to compile
+            // (the block's E x J extent is not a constant; Halide asks for
+            // bound_extent, which would fix out_dim and out_caps).
+            Var et("et"), ei("ei"), bx("bx"), bl("bl");
+            part.compute_at(block);
+            per_thread_tile(part, e, b, et, ei, bx, bl, tile);
+            part.reorder(bl, ei, et, j, bx, io).gpu_threads(et, j);
+            per_thread_tile(part.update(), e, b, et, ei, bx, bl, tile);
+            part.update().reorder(bl, ei, et, j, rii, bx, io).gpu_threads(et, j);
+        }
+        const LoopLevel per_capsule(part, rii);
+        {
+            // u_hat of one input capsule for the batch tile: computed in
+            // registers by the thread that owns (e, j), then shared
+            // (routing_fused: loaded from the input u_hat into shared memory).
+            Func u_hat_shared = p.u_hat.in();
+            Var et("et"), ei("ei"), bx("bx"), bl("bl");
+            u_hat_shared.compute_at(per_capsule);
+            per_thread_tile(u_hat_shared, e, b, et, ei, bx, bl, tile);
+            u_hat_shared.reorder(bl, ei, et, j, i, bx).gpu_threads(et, j);
+            if (p.u_hat.has_update_definition()) {
+                p.u_hat.compute_at(u_hat_shared, et).store_in(MemoryType::Register);
+                p.u_hat.unroll(e).unroll(b);
+                p.u_hat.update().reorder(b, e, f.rk, j, i).unroll(e).unroll(b);
+            }
+        }
+        for (Func ag : p.agreement) {
+            // Shared memory: every thread of the softmax reads all of j.
+            ag.compute_at(per_capsule);
+            per_j_and_batch(ag, j, b, i, tile);
+            per_j_and_batch(ag.update(), j, b, i, tile, {f.re});
+        }
+        p.c.compute_at(per_capsule);
+        per_j_and_batch(p.c, j, b, i, tile);
+        // The max and sum over j per thread of c: J-fold redundant but
+        // without two more barriers per input capsule.
+        // Computed at c's innermost loop (one (i, b) point, so a constant
+        // size and registers; one level out they went to global memory).
+        p.logit_max.compute_at(p.c, Var("bu"));
+        p.exp_sum.compute_at(p.c, Var("bu"));
+
+        // --- squash kernel: one block per batch element.
+        Func out = t + 1 < n ? p.squash.v : f.v;
+        if (t + 1 < n) out.compute_root();
+        out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
+        p.s.compute_at(out, b).gpu_threads(e, j);
+        p.s.update().gpu_threads(e, j);
+        for (Func q : {p.squash.max_abs, p.squash.norm2_scaled}) {
+            q.compute_at(out, b).gpu_threads(j);
+            q.update().gpu_threads(j);
+        }
+    }
+}
+
+}  // namespace
+
+void schedule_digitcaps_fused(const std::string &name, const Target &target, FusedDigitCapsStages &f) {
+    // Also routing_fused (f.u_hat_given set): the same passes over an input u_hat.
+    if (space::is_point_name(name) && target.has_gpu_feature()) {
+        // A point of schedules/spaces/digitcaps_fused_cuda.space, parsed
+        // strictly (schedules/space_knobs.h), then the named variants' code.
+        std::map<std::string, int> v;
+        if (std::string error = space::parse_point("digitcaps_fused", "cuda", name, &v); !error.empty()) {
+            throw CompileError(error);
+        }
+        return fused_gpu({v["batch_tile"], v["in_chunk"], v["e_per_thread"]}, f);
+    }
+    check_schedule("digitcaps_fused", name, target, {"fused_cpu"}, gpu_names());
+    if (!target.has_gpu_feature()) {
+        fused_cpu(target, f);
+        return;
+    }
+    for (const auto &[n, tiling] : gpu_variants()) {
+        if (n == name) fused_gpu(tiling, f);
+    }
+}
+
+}  // namespace halcaps
