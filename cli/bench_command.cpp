@@ -18,6 +18,7 @@
 #include "capsule_prediction_reference.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/fma_peak.h"
 #include "cli/json.h"
 #include "cli/shapes.h"
 #include "compare.h"
@@ -816,6 +817,15 @@ void run_bench(BenchArgs &a) {
     std::printf("halcaps bench: %s (%s), seed %llu, measured now: copy %.0f GB/s (read + write), write-only %.0f GB/s\n",
                 device_label.c_str(), device_name(device), (unsigned long long)a.seed, copy_gbs, write_gbs);
 
+    // Compute-bound CPU rows (the capsule convolution) are also put against
+    // the fp32 FMA peak, measured now on the same machine.
+    FmaPeak fma_peak;
+    if (device == Device::cpu && (a.ops == "all" || a.ops == "capsconv")) {
+        fma_peak = measure_cpu_fma_peak();
+        std::printf("fp32 FMA peak measured now: %.0f GFLOP/s (%s, %d threads)\n", fma_peak.gflops,
+                    fma_peak.isa.c_str(), fma_peak.threads);
+    }
+
     std::vector<Row> rows;
     for (const auto &shape : shapes) {
         if (a.ops == "all" || a.ops == "predict") bench_forward(a, shape, device, copy_gbs, rng, rows);
@@ -842,6 +852,9 @@ void run_bench(BenchArgs &a) {
                     r.pct_bandwidth, r.gflops, r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
         if (r.extra_bytes > 0) std::printf("    extra memory %.1f MB: %s\n", r.extra_bytes / 1e6, r.extra_note.c_str());
+        if (r.op == "capsconv" && fma_peak.gflops > 0 && r.valid) {
+            std::printf("    %.1f%% of the measured fp32 FMA peak\n", 100.0 * r.gflops / fma_peak.gflops);
+        }
     }
     if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, rows, date);
     if (!a.markdown_path.empty()) {

@@ -79,6 +79,7 @@ halcaps_add_kernel(digitcaps_backward_autodiff  root_autodiff cpu ITERATIONS 3)
 # simple (one pose at a time, no register blocking) is the forward's
 # comparison point only.
 halcaps_add_kernel(capsconv                     cpu       cpu)
+halcaps_add_kernel(capsconv                     cpu_co4   cpu)
 halcaps_add_kernel(capsconv                     simple    cpu)
 halcaps_add_kernel(capsconv_grad_input          cpu       cpu)
 halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)

@@ -40,20 +40,22 @@ std::vector<CapsConvShape> odd_conv_shapes() {
 }  // namespace
 
 TEST_CASE("capsconv: implementations are listed", "[capsconv]") {
-    REQUIRE(implementations_for("capsconv", Device::cpu) == std::vector<std::string>{"cpu", "simple"});
+    REQUIRE(implementations_for("capsconv", Device::cpu) == std::vector<std::string>{"cpu", "cpu_co4", "simple"});
     REQUIRE(implementations_for("capsconv_backward", Device::cpu) == std::vector<std::string>{"cpu"});
 }
 
 TEST_CASE("capsconv: odd sizes, strides, padding, every implementation", "[capsconv]") {
     for (const auto &shape : odd_conv_shapes()) {
         check_capsconv(shape, cpu("cpu"));
+        check_capsconv(shape, cpu("cpu_co4"), false);  // co tails: whole 4-type blocks computed, the rest discarded
         check_capsconv(shape, cpu("simple"), false);
     }
 }
 
 TEST_CASE("capsconv: the seed problem and a wider layer", "[capsconv]") {
     check_capsconv({1, 128, 128, 3, 5, 5, 1, 1, 0}, cpu("cpu"));  // Vaidya's seed problem
-    check_capsconv({2, 12, 12, 8, 3, 3, 8, 1, 1}, cpu(""));       // the default implementation
+    check_capsconv({2, 12, 12, 8, 3, 3, 8, 1, 1}, cpu(""));       // the default implementation (cpu_co4: co = 8)
+    check_capsconv({2, 12, 12, 8, 3, 3, 6, 1, 1}, cpu(""));       // the default implementation (cpu: co = 6)
 }
 
 TEST_CASE("capsconv: the kernels' gradients match finite differences of the float64 forward", "[capsconv][gradient]") {
@@ -146,7 +148,7 @@ TEST_CASE("capsconv: bad arguments give exact statuses", "[capsconv][errors]") {
     on_device.space = MemorySpace::cuda;
     require_status(capsconv(in, k, on_device, params, o), StatusCode::wrong_memory_space, "capsconv: output is in cuda");
     require_status(capsconv(in, k, out, params, cpu("tuned")), StatusCode::unknown_implementation,
-                   "capsconv: no implementation named 'tuned' for device cpu; available: cpu, simple");
+                   "capsconv: no implementation named 'tuned' for device cpu; available: cpu, cpu_co4, simple");
     require_status(capsconv_backward(in, k, g, gi, gk, params, cpu("simple")), StatusCode::unknown_implementation,
                    "capsconv_backward: no implementation named 'simple' for device cpu; available: cpu");
     // Nothing was written by the failed calls after the first good one... and

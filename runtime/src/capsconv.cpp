@@ -69,6 +69,15 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
     return Status::success();
 }
 
+// The forward's default on the CPU depends on co: `cpu_co4` blocks 4 output
+// capsule types at a time (1.8x faster than `cpu` on the n=8, ci=co=32
+// layer) but computes and discards a whole block past the last one, so it is
+// the default only when co is a multiple of 4.
+std::string forward_implementation(const Options &options, Device device, int64_t out_caps) {
+    if (options.implementation.empty() && device == Device::cpu && out_caps % 4 == 0) return "cpu_co4";
+    return detail::chosen_implementation(options, device);
+}
+
 }  // namespace
 
 Status capsconv(const TensorView &input, const TensorView &filter, const TensorView &output, const ConvParams &params,
@@ -84,7 +93,7 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
     if (Status s = detail::check_device_ready(op, device); !s.ok()) return s;
 
     const HalideKernelEntry *kernel = nullptr;
-    const std::string implementation = detail::chosen_implementation(options, device);
+    const std::string implementation = forward_implementation(options, device, checks.extent("out_caps"));
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_capsconv(implementation, input, filter, output, params, options);
     }
