@@ -224,8 +224,9 @@ void grad_weight_naive(PredictGradWeightStages &s) {
 // is unrolled by `batch_unroll` so that many loads are in flight. Past the
 // edge of K the accumulators read the clamped u and are not stored.
 //
-// tuned (with grad_input_register_tiles): measured 2026-11-21 on an NVIDIA
-// H200 by `halcaps bench`, grad_u + grad_W together: MNIST b128 213 us
+// Until grad_u moved to grad_input_lanes, `tuned` was this schedule with
+// grad_input_register_tiles: measured 2026-11-21 on an NVIDIA H200 by
+// `halcaps bench`, grad_u + grad_W together: MNIST b128 213 us
 // (1.3x faster than the first cut, 2.0x the blog's kernels, but 1.7x slower
 // than cuBLAS's 123 us and 3.1x slower than the hand-written fused kernel);
 // b512 724 us; wide b32 545 us. Under ncu (lower clocks) grad_W takes 68 us

@@ -1,6 +1,9 @@
 #include "operator_support.h"
 
 #include <algorithm>
+#include <mutex>
+
+#include "HalideRuntime.h"
 
 namespace halcaps::detail {
 
@@ -13,6 +16,12 @@ Status check_device_ready(const char *op, Device device) {
     if (!cuda_device_available()) {
         return {StatusCode::device_unavailable, std::string(op) + ": device cuda was asked for, but no CUDA device is present"};
     }
+    // Halide's cache of device allocations (off by default in Halide) is
+    // turned on for the whole process: pipelines with device intermediates
+    // (the fused routing passes' partial sums, the backward's stages) would
+    // otherwise pay a cuMemAlloc and cuMemFree per buffer per call.
+    static std::once_flag cache_on;
+    std::call_once(cache_on, [] { halide_reuse_device_allocations(nullptr, true); });
     return Status::success();
 }
 
