@@ -9,6 +9,7 @@
 // convolution only ever move whole vectors.
 #include "capsconv_schedules.h"
 
+#include "autoschedule.h"
 #include "common.h"
 
 namespace halcaps {
@@ -118,6 +119,7 @@ void capsconv_cpu(CapsConvStages &s) {
 }  // namespace
 
 void schedule_capsconv(const std::string &name, const Target &target, CapsConvStages &s) {
+    if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("capsconv", name, target, {s.O});
     check_schedule("capsconv", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "cpu") capsconv_cpu(s);
     if (name == "simple") pose_simple(s.O, s.accum);

@@ -53,3 +53,36 @@ halcaps_add_kernel(capsconv                     cpu       cpu)
 halcaps_add_kernel(capsconv                     simple    cpu)
 halcaps_add_kernel(capsconv_grad_input          cpu       cpu)
 halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)
+
+# Autoscheduled rows: the same generators scheduled by Halide's
+# autoschedulers instead of by schedules/, each an ordinary implementation
+# name (auto_<plugin>) that the runtime, the tests and `halcaps bench` pick up
+# like any other. The plugins' parameters are in schedules/autoschedulers.h;
+# schedules/autoschedule.h runs them and guards the tails they leave
+# unguarded; the estimates they see are the generators' (MNIST b128;
+# capsconv: n=8, 32x32, ci=co=32, 3x3). Compile (search) and run times:
+# bench/results/barham-isard-*.md.
+#   HALCAPS_AUTOSCHEDULED_KERNELS (ON): Mullapudi2016 and Li2018, about 2-3 s
+#     a generator run on the 2-core build machine;
+#   HALCAPS_BEAM_SEARCH_KERNELS (OFF): Adams2019 (CPU) and Anderson2021
+#     (CUDA), whose beam searches took 30-120 s a generator run there (wall,
+#     loaded machine), i.e. minutes a kernel with three ISA levels: too slow
+#     for every CI build.
+set(halcaps_cpu_autoschedulers "")
+set(halcaps_cuda_autoschedulers "")
+if (HALCAPS_AUTOSCHEDULED_KERNELS)
+    list(APPEND halcaps_cpu_autoschedulers Mullapudi2016 Li2018)
+endif ()
+if (HALCAPS_BEAM_SEARCH_KERNELS)
+    list(APPEND halcaps_cpu_autoschedulers Adams2019)
+    list(APPEND halcaps_cuda_autoschedulers Anderson2021)
+endif ()
+foreach (device IN ITEMS cpu cuda)
+    foreach (plugin IN LISTS halcaps_${device}_autoschedulers)
+        string(TOLOWER "auto_${plugin}" name)
+        foreach (generator IN ITEMS capsule_predict capsule_predict_grad_input capsule_predict_grad_weight capsconv)
+            halcaps_add_kernel(${generator}     ${name}   ${device} PLUGIN Halide::${plugin})
+        endforeach ()
+        halcaps_add_kernel(digitcaps            ${name}   ${device} ITERATIONS 3 PLUGIN Halide::${plugin})
+    endforeach ()
+endforeach ()
