@@ -15,7 +15,8 @@
 #      loops again under OMP_NUM_THREADS=1 (Barham & Isard's plain "gcc" row);
 #   4. the table: OUT_DIR/barham-isard-DEVICE.md.
 # Nothing here needs a GPU for the CPU table; the CUDA points compile on any
-# machine but run on the GPU.
+# machine but run on the GPU. With REUSE=1, explore directories and bench
+# files already in OUT_DIR are kept (to finish an interrupted run).
 set -euo pipefail
 device=${1:?usage: bench/barham_isard.sh cpu|cuda OUT_DIR [REPEATS]}
 out=${2:?usage: bench/barham_isard.sh cpu|cuda OUT_DIR [REPEATS]}
@@ -23,6 +24,7 @@ repeats=${3:-20}
 halcaps=build/halcaps
 python=${PYTHON:-python3}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 log() { printf '[barham_isard] %s\n' "$*"; }
 
 # --- 1. compile times of the C++ / CUDA files ------------------------------
@@ -31,7 +33,8 @@ log() { printf '[barham_isard] %s\n' "$*"; }
 time_compile() {
     local object=$1 command
     command=$(ninja -C build -t commands "$object" | tail -n 1)
-    command=${command//" -o $object"/" -o $PWD/$out/timed.o"}
+    command=${command//" -o $object"/" -o $out/timed.o"}
+    command=$(sed -E 's/ -MD -MT [^ ]+ -MF [^ ]+//; s/ -MD -MT [^ ]+ -MF [^ ]+//' <<< "$command")
     local t0 t1
     t0=$(date +%s%N)
     (cd build && eval "$command") >/dev/null
@@ -58,9 +61,15 @@ explore_dirs=()
 explore() {  # explore NAME ARGS...: build (and run, for capsule prediction)
     local name=$1
     shift
+    explore_dirs+=(--explore "$out/explore-$name")
+    local done_file=points.json
+    case "$name" in capsule_predict*) done_file=results.json ;; esac
+    if [ "${REUSE:-0}" = 1 ] && [ -f "$out/explore-$name/$done_file" ]; then
+        log "explore $name: kept"
+        return
+    fi
     log "explore build $name: $*"
     "$halcaps" explore build "$@" --autoscheduler all --out "$out/explore-$name" | tail -n 3
-    explore_dirs+=(--explore "$out/explore-$name")
     case "$name" in
         capsule_predict*) "$halcaps" explore run "$out/explore-$name" --shape mnist_b128 --repeats "$repeats" | tail -n 2 ;;
     esac
@@ -77,14 +86,18 @@ explore digitcaps --op digitcaps --device "$device"
 explore capsconv --op capsconv --device "$device"
 
 # --- 3. bench --------------------------------------------------------------
-log "bench on $device"
-"$halcaps" bench --device "$device" --shapes mnist_b128 --repeats "$repeats" --json "$out/bench-$device.json" \
+if [ "${REUSE:-0}" = 1 ] && [ -f "$out/bench-$device.json" ]; then
+    log "bench on $device: kept"
+else
+    log "bench on $device"
+    "$halcaps" bench --device "$device" --shapes mnist_b128 --repeats "$repeats" --json "$out/bench-$device.json" \
     --markdown "$out/bench-$device.md" | tail -n 40
+fi
 one_thread=()
 if [ "$device" = cpu ]; then
-    log "bench: the naive loops on one thread"
-    OMP_NUM_THREADS=1 "$halcaps" bench --device cpu --shapes mnist_b128 --implementations naive-openmp \
+    [ "${REUSE:-0}" = 1 ] && [ -f "$out/bench-cpu-1thread.json" ] || OMP_NUM_THREADS=1 "$halcaps" bench --device cpu --shapes mnist_b128 --implementations naive-openmp \
         --repeats 3 --warmup 1 --json "$out/bench-cpu-1thread.json" | tail -n 5
+    log "bench: the naive loops on one thread: $out/bench-cpu-1thread.json"
     one_thread=(--bench-1thread "$out/bench-cpu-1thread.json")
 fi
 

@@ -11,9 +11,11 @@
 // check or read past its inputs. Running the autoscheduler here lets us
 // rewrite those tails as GuardWithIf afterwards: the same loop nest, with
 // the last partial tile guarded instead of shifted or rounded up, correct
-// at every size. Everything else the autoscheduler chose is kept.
+// at every size. Everything else the autoscheduler chose is kept, except
+// unrolling a loop whose extent is not a constant (see below).
 #pragma once
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,12 @@ inline void autoschedule(const std::string &op, const std::string &name, const H
         throw CompileError(op + ": " + spec->plugin + " schedules for " + spec->device + ", not for target " +
                            target.to_string());
     }
+    // Adams2019 and Anderson2021 may unroll a loop whose extent is constant
+    // only at the estimated sizes (e.g. over J of a staged input, Adams2019
+    // on grad_input for the AVX2 target); Halide then refuses to lower it.
+    // This switch, read when the pipeline is lowered later in this process,
+    // makes such a loop an ordinary serial loop (with a warning) instead.
+    setenv("HL_PERMIT_FAILED_UNROLL", "1", 1);
     AutoschedulerParams params(spec->plugin);
     for (const auto &[key, value] : spec->params) params.extra[key] = value;
     Pipeline(outputs).apply_autoscheduler(target, params);
