@@ -82,8 +82,15 @@ for op in capsule_predict capsule_predict_grad_input capsule_predict_grad_weight
         explore "$op" --op "$op" --device "$device" --schedule "$hand"
     fi
 done
-explore digitcaps --op digitcaps --device "$device"
-explore capsconv --op capsconv --device "$device"
+# The hand-tuned schedules of the other operators: cpu on the CPU; on CUDA
+# the layer's stage_per_kernel and capsconv's tuned (when built).
+if [ "$device" = cuda ]; then
+    explore digitcaps --op digitcaps --device cuda --schedule stage_per_kernel
+    explore capsconv --op capsconv --device cuda --schedule tuned
+else
+    explore digitcaps --op digitcaps --device cpu --schedule cpu
+    explore capsconv --op capsconv --device cpu --schedule cpu
+fi
 
 # --- 3. bench --------------------------------------------------------------
 if [ "${REUSE:-0}" = 1 ] && [ -f "$out/bench-$device.json" ]; then

@@ -62,12 +62,18 @@ halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)
 # unguarded; the estimates they see are the generators' (MNIST b128;
 # capsconv: n=8, 32x32, ci=co=32, 3x3). Compile (search) and run times:
 # bench/results/barham-isard-*.md.
-#   HALCAPS_AUTOSCHEDULED_KERNELS (ON): Mullapudi2016 and Li2018, about 2-3 s
-#     a generator run on the 2-core build machine;
+#   HALCAPS_AUTOSCHEDULED_KERNELS (ON): Mullapudi2016 and Li2018. Measured
+#     2026-11-21 in a clean build on the 2-core build machine (ninja log):
+#     their 10 libraries took 132 s of the 977 s that all kernel generator
+#     runs took (2 at a time), i.e. about 1 minute of wall time, most of it
+#     capsconv and DigitCaps (whose generators are slow without any
+#     autoscheduler too); prediction's are 6-7 s a library (3 ISA levels).
 #   HALCAPS_BEAM_SEARCH_KERNELS (OFF): Adams2019 (CPU) and Anderson2021
-#     (CUDA), whose beam searches took 30-120 s a generator run there (wall,
-#     loaded machine), i.e. minutes a kernel with three ISA levels: too slow
-#     for every CI build.
+#     (CUDA), whose beam searches took, per generator run for ONE target,
+#     29-31 s CPU (prediction), 109 s (grad_input, AVX2), 11-21 s
+#     (Anderson2021, prediction and grad_input) on the same machine: tens of
+#     minutes for all their libraries with three ISA levels, too slow for
+#     every CI build. Build them with -DHALCAPS_BEAM_SEARCH_KERNELS=ON.
 set(halcaps_cpu_autoschedulers "")
 set(halcaps_cuda_autoschedulers "")
 if (HALCAPS_AUTOSCHEDULED_KERNELS)
