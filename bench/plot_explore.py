@@ -56,7 +56,11 @@ def main():
     if not valid:
         fail(f"{args.results}: no valid point to draw")
     best = min(valid, key=lambda p: p["us"])
-    knobs = list(valid[0]["knobs"].keys())
+    # Rows that are not points of the space (autoschedulers, named
+    # schedules: `explore build --autoscheduler/--schedule`) have no knobs:
+    # they appear in the compile-time panel only, labelled.
+    points = [p for p in valid if p["knobs"]]
+    knobs = list(points[0]["knobs"].keys()) if points else []
     times = [p["us"] for p in valid]
     # Spaces hold points tens of times slower than the best: a log scale
     # keeps the good ones apart.
@@ -64,11 +68,12 @@ def main():
     fig, axes = plt.subplots(1, len(knobs) + 1, figsize=(3.2 * (len(knobs) + 1), 3.4), squeeze=False)
     axes = axes[0]
     for ax, knob in zip(axes, knobs):
-        values = sorted({p["knobs"][knob] for p in valid})
+        values = sorted({p["knobs"][knob] for p in points})
         # Knob values as categories: tile sizes are powers of two, flags 0/1.
         index = {v: n for n, v in enumerate(values)}
-        ax.scatter([index[p["knobs"][knob]] for p in valid], [p["us"] for p in valid], s=18, alpha=0.7)
-        ax.scatter([index[best["knobs"][knob]]], [best["us"]], s=90, facecolors="none", edgecolors="red")
+        ax.scatter([index[p["knobs"][knob]] for p in points], [p["us"] for p in points], s=18, alpha=0.7)
+        if best["knobs"]:
+            ax.scatter([index[best["knobs"][knob]]], [best["us"]], s=90, facecolors="none", edgecolors="red")
         ax.set_xticks(range(len(values)))
         ax.set_xticklabels([str(v) for v in values])
         ax.set_xlabel(knob)
@@ -76,6 +81,9 @@ def main():
     ax = axes[-1]
     ax.scatter([p["compile_s"] for p in valid], [p["us"] for p in valid], s=18, alpha=0.7)
     ax.scatter([best["compile_s"]], [best["us"]], s=90, facecolors="none", edgecolors="red")
+    for p in valid:
+        if not p["knobs"]:
+            ax.annotate(p["point"], (p["compile_s"], p["us"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("compile time, s")
     ax.set_ylabel("µs per call")
     if log_scale:

@@ -3,6 +3,7 @@
 // the gradients, on random inputs or .npy files. Every implementation run is
 // checked against the float64 reference, with outputs poisoned with NaN
 // first, and only then timed, on the CPU or a CUDA device.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -40,8 +41,17 @@ std::vector<std::string> implementations_to_run(const std::string &op, const std
             if (n == iterations) names.push_back(info.implementation);
         }
     }
-    // No name given: the first listed for the device ("cpu" on the CPU).
-    if (requested.empty() && names.size() > 1) names.resize(1);
+    // No name given: the device's default if it is built for this op
+    // ("cpu" on the CPU), else the first listed that is not autoscheduled
+    // (the names sort, so auto_* would come first).
+    if (requested.empty() && names.size() > 1) {
+        const std::string preferred = default_implementation(device);
+        if (std::find(names.begin(), names.end(), preferred) != names.end()) return {preferred};
+        for (const auto &name : names) {
+            if (name.rfind("auto_", 0) != 0) return {name};
+        }
+        names.resize(1);
+    }
     return names;
 }
 

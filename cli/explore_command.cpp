@@ -6,13 +6,23 @@
 //       compiles every point (or --sample N of them) with the generator into
 //       DIR/<function>.so and writes DIR/points.tsv (read back by `run`) and
 //       DIR/points.json, with each point's compile time;
+//   halcaps explore build --space ... --autoscheduler all --schedule cpu --out DIR
+//       adds rows that are not points of the space: the operator scheduled by
+//       each of Halide's autoschedulers for the device (auto_adams2019, ...,
+//       as schedules/kernels.cmake builds them) and named schedules, so that
+//       their compile (search) time is measured the same way as the points';
+//       `--op digitcaps --device cpu --autoscheduler all` does this for an
+//       operator without a space;
 //   halcaps explore run DIR --shape mnist_b128
 //       loads each point, checks it against the float64 reference with
 //       NaN-poisoned outputs, times it (median of repeats) and writes
 //       DIR/results.csv, DIR/results.json and DIR/best.txt (the best point as
 //       a line for schedules/kernels.cmake).
 //
-// Only capsule_predict (forward) is wired up so far.
+// `run` handles capsule prediction and both of its gradients
+// (capsule_predict, capsule_predict_grad_input, capsule_predict_grad_weight);
+// the rows of other operators are timed by `halcaps bench`, which runs the
+// same schedules built into the library.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,6 +43,7 @@
 #include "cli/shapes.h"
 #include "compare.h"
 #include "runtime/src/halide_call.h"
+#include "schedules/space_knobs.h"
 
 namespace fs = std::filesystem;
 
@@ -55,9 +66,11 @@ std::string duration(double s) {
     return text;
 }
 
-// Knob values back from a point's name ("space:a=1,b=2").
+// Knob values back from a point's name ("space:a=1,b=2"); none for the
+// other rows (auto_adams2019, cpu).
 std::vector<std::pair<std::string, int>> knobs_of(const std::string &name) {
     std::vector<std::pair<std::string, int>> out;
+    if (!space::is_point_name(name)) return out;
     std::stringstream in(name.substr(name.find(':') + 1));
     for (std::string item; std::getline(in, item, ',');) {
         const size_t eq = item.find('=');
@@ -69,7 +82,8 @@ std::vector<std::pair<std::string, int>> knobs_of(const std::string &name) {
 // ------------------------------------------------------------------ build --
 
 struct BuildArgs {
-    std::string space_path, out_dir, generator, cxx, target;
+    std::string space_path, out_dir, generator, cxx, target, op, device, plugin_dir;
+    std::vector<std::string> autoschedulers, schedules;  // extra rows
     int64_t sample = 0;
     uint64_t seed = 0;
     double budget_minutes = 0;
@@ -78,7 +92,15 @@ struct BuildArgs {
 struct BuiltPoint {
     int index = 0;
     std::string name;
+    std::string autoscheduler;  // the plugin that scheduled this row, if any
     CompiledPoint compiled;
+};
+
+// One thing to compile: a point of the space, a named schedule, or the
+// operator handed to an autoscheduler.
+struct Row {
+    std::string name, autoscheduler, label;
+    std::vector<std::string> extra;  // generator arguments
 };
 
 // points.tsv: "key<TAB>value" header lines, then one "point" line per point.
@@ -92,7 +114,8 @@ void write_points(const std::string &dir, const Space &space, const std::string 
     for (const auto &p : points) {
         tsv << "point\t" << p.index << "\t" << p.name << "\t" << p.compiled.function << "\t"
             << fs::path(p.compiled.library).filename().string() << "\t" << p.compiled.compile_s << "\t"
-            << p.compiled.link_s << "\t" << (p.compiled.ok ? 1 : 0) << "\t" << p.compiled.error << "\n";
+            << p.compiled.link_s << "\t" << (p.compiled.ok ? 1 : 0) << "\t" << p.compiled.error << "\t"
+            << p.autoscheduler << "\t" << p.compiled.compile_cpu_s << "\n";
     }
     std::ofstream json(dir + "/points.json");
     json << "{\n  \"operator\": " << json_string(space.op) << ",\n  \"device\": " << json_string(space.device)
@@ -105,8 +128,10 @@ void write_points(const std::string &dir, const Space &space, const std::string 
         for (size_t k = 0; k < knobs.size(); k++) {
             json << (k ? ", " : "") << json_string(knobs[k].first) << ": " << knobs[k].second;
         }
-        json << "}, \"library\": " << json_string(fs::path(p.compiled.library).filename().string())
+        json << "}, \"autoscheduler\": " << (p.autoscheduler.empty() ? "null" : json_string(p.autoscheduler))
+             << ", \"library\": " << json_string(fs::path(p.compiled.library).filename().string())
              << ", \"compile_s\": " << json_number(p.compiled.compile_s)
+             << ", \"compile_cpu_s\": " << json_number(p.compiled.compile_cpu_s)
              << ", \"link_s\": " << json_number(p.compiled.link_s) << ", \"ok\": " << (p.compiled.ok ? "true" : "false")
              << ", \"error\": " << json_string(p.compiled.error) << "}";
     }
@@ -114,40 +139,69 @@ void write_points(const std::string &dir, const Space &space, const std::string 
 }
 
 void explore_build(const BuildArgs &a) {
-    const Space space = read_space(a.space_path);
-    const std::vector<Point> points =
-        a.sample > 0 ? sample_points(space, a.sample, a.seed) : all_points(space);
+    Space space;
+    std::vector<Point> points;
+    if (!a.space_path.empty()) {
+        space = read_space(a.space_path);
+        points = a.sample > 0 ? sample_points(space, a.sample, a.seed) : all_points(space);
+        if ((!a.op.empty() && a.op != space.op) || (!a.device.empty() && a.device != space.device)) {
+            throw UsageError{"--op / --device disagree with the space " + a.space_path + " (" + space.op + " on " +
+                             space.device + ")"};
+        }
+    } else {
+        if (a.op.empty() || a.device.empty()) throw UsageError{"give --space, or --op and --device"};
+        if (a.device != "cpu" && a.device != "cuda") throw UsageError{"--device must be cpu or cuda"};
+        if (a.autoschedulers.empty() && a.schedules.empty()) {
+            throw UsageError{"without --space, give rows to build: --autoscheduler or --schedule"};
+        }
+        space.op = a.op;
+        space.device = a.device;
+    }
+    std::vector<Row> rows;
+    for (const auto &p : points) rows.push_back({p.name(), "", p.knob_string(), {}});
+    for (const auto &name : a.schedules) rows.push_back({name, "", name, {}});
+    std::vector<std::string> wanted = a.autoschedulers;
+    if (wanted.size() == 1 && wanted[0] == "all") {
+        wanted.clear();
+        for (const auto &as : autoschedulers(space.device)) wanted.push_back(as.name);
+    }
+    for (const auto &w : wanted) {
+        const Autoscheduler as = find_autoscheduler(w, space.device);
+        rows.push_back({as.row, as.name, as.row + " (" + as.name + ")", autoscheduler_arguments(as, a.plugin_dir)});
+    }
     const CompileTools tools = find_compile_tools(a.generator, a.cxx);
     const std::string target = explore_target(space.device, a.target);
     std::error_code ec;
     fs::create_directories(a.out_dir, ec);
     if (ec) throw UsageError{"cannot create '" + a.out_dir + "': " + ec.message()};
 
-    std::printf("explore build: %s on %s, %zu of %lld points, target %s, into %s\n", space.op.c_str(),
-                space.device.c_str(), points.size(), static_cast<long long>(space.size()), target.c_str(),
-                a.out_dir.c_str());
+    std::printf("explore build: %s on %s, %zu of %lld points and %zu other rows, target %s, into %s\n",
+                space.op.c_str(), space.device.c_str(), points.size(),
+                static_cast<long long>(space.knobs.empty() ? 0 : space.size()), rows.size() - points.size(),
+                target.c_str(), a.out_dir.c_str());
     const auto t0 = Clock::now();
     const std::string runtime = build_runtime(tools, target, a.out_dir);
     std::vector<BuiltPoint> built;
     int64_t skipped = 0;
-    for (size_t n = 0; n < points.size(); n++) {
+    for (size_t n = 0; n < rows.size(); n++) {
         if (a.budget_minutes > 0 && seconds_since(t0) > 60 * a.budget_minutes) {
-            skipped = static_cast<int64_t>(points.size() - n);
+            skipped = static_cast<int64_t>(rows.size() - n);
             std::printf("budget of %.3g min spent: %lld points not compiled\n", a.budget_minutes,
                         static_cast<long long>(skipped));
             break;
         }
         BuiltPoint p;
         p.index = static_cast<int>(n);
-        p.name = points[n].name();
+        p.name = rows[n].name;
+        p.autoscheduler = rows[n].autoscheduler;
         const std::string function = "explore_" + space.op + "_" + std::to_string(n);
-        p.compiled = compile_point(tools, space.op, p.name, target, runtime, a.out_dir, function);
+        p.compiled = compile_point(tools, space.op, p.name, target, runtime, a.out_dir, function, rows[n].extra);
         built.push_back(p);
         write_points(a.out_dir, space, target, built, 0);  // usable if interrupted
         const double elapsed = seconds_since(t0);
-        const double left = elapsed / (n + 1) * (points.size() - n - 1);
+        const double left = elapsed / (n + 1) * (rows.size() - n - 1);
         std::printf("[%zu/%zu] %-44s compile %5.2fs link %4.2fs %s | elapsed %s, ~%s left\n", n + 1,
-                    points.size(), points[n].knob_string().c_str(), p.compiled.compile_s, p.compiled.link_s,
+                    rows.size(), rows[n].label.c_str(), p.compiled.compile_s, p.compiled.link_s,
                     p.compiled.ok ? "ok" : p.compiled.error.c_str(), duration(elapsed).c_str(),
                     duration(left).c_str());
         std::fflush(stdout);
@@ -170,8 +224,8 @@ struct RunArgs {
 struct PointsFile {
     std::string op, device, target, space;
     struct Entry {
-        std::string name, function, library, error;
-        double compile_s = 0;
+        std::string name, function, library, error, autoscheduler;
+        double compile_s = 0, compile_cpu_s = std::nan("");
         bool ok = false;
     };
     std::vector<Entry> points;
@@ -196,18 +250,59 @@ PointsFile read_points(const std::string &dir) {
             e.compile_s = std::atof(fields[5].c_str());
             e.ok = fields[7] == "1";
             e.error = fields.size() > 8 ? fields[8] : "";
+            e.autoscheduler = fields.size() > 9 ? fields[9] : "";
+            if (fields.size() > 10) e.compile_cpu_s = std::atof(fields[10].c_str());
             f.points.push_back(e);
         }
     }
-    if (f.op != "capsule_predict") {
-        throw UsageError{dir + "/points.tsv: operator '" + f.op + "' is not supported by explore run yet"};
+    if (f.op != "capsule_predict" && f.op != "capsule_predict_grad_input" && f.op != "capsule_predict_grad_weight") {
+        throw UsageError{dir + "/points.tsv: explore run handles capsule_predict and its gradients, not '" + f.op +
+                         "'; time its rows (built into the library) with `halcaps bench`"};
     }
     return f;
 }
 
+// The problem one operator of capsule prediction poses (DESIGN.md §1.1): two
+// inputs, one output, the float64 reference and its tolerance.
+struct Problem {
+    std::unique_ptr<Tensor> in0, in1, out;
+    std::vector<double> ref;
+    int64_t reduction = 0;  // the length of each output's sum, for the tolerance
+    double bytes = 0;       // the bytes floor: inputs read once, output written once
+};
+
+Problem make_problem(const std::string &op, const reference::PredictShape &s, std::mt19937_64 &rng) {
+    const std::vector<int64_t> u_shape{s.batch, s.in_caps, s.in_dim},
+        W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim}, g_shape{s.batch, s.in_caps, s.out_caps, s.out_dim};
+    Problem p;
+    auto tensor = [](const std::vector<int64_t> &shape) { return std::make_unique<Tensor>(shape, Device::cpu); };
+    if (op == "capsule_predict") {  // (u, W) -> u_hat
+        p.in0 = tensor(u_shape), p.in1 = tensor(W_shape), p.out = tensor(g_shape);
+    } else if (op == "capsule_predict_grad_input") {  // (g, W) -> grad_u
+        p.in0 = tensor(g_shape), p.in1 = tensor(W_shape), p.out = tensor(u_shape);
+    } else {  // capsule_predict_grad_weight: (g, u) -> grad_W
+        p.in0 = tensor(g_shape), p.in1 = tensor(u_shape), p.out = tensor(W_shape);
+    }
+    p.in0->fill_normal(rng);
+    p.in1->fill_normal(rng);
+    const float *a = p.in0->host().data(), *b = p.in1->host().data();
+    if (op == "capsule_predict") {
+        p.ref = reference::predict_f64(s, a, b);
+        p.reduction = s.in_dim;
+    } else if (op == "capsule_predict_grad_input") {
+        p.ref = reference::predict_grad_input_f64(s, a, b);
+        p.reduction = s.out_caps * s.out_dim;
+    } else {
+        p.ref = reference::predict_grad_weight_f64(s, a, b);
+        p.reduction = s.batch;
+    }
+    p.bytes = 4.0 * (p.in0->size() + p.in1->size() + p.out->size());
+    return p;
+}
+
 struct Result {
-    std::string name;
-    double compile_s = 0;
+    std::string name, autoscheduler;
+    double compile_s = 0, compile_cpu_s = std::nan("");
     bool valid = false;
     double us = std::nan(""), gbs = std::nan("");
     std::string check;  // the comparison's summary or the error
@@ -222,20 +317,21 @@ struct Result {
 // rotated past the cache as in `halcaps bench`: the output (94 MB at MNIST
 // b128) dominates the traffic, and exploration ranks points rather than
 // reporting final numbers.
-Result run_point(const PointsFile::Entry &e, const RunArgs &a, const reference::PredictShape &s, Tensor &u,
-                 Tensor &W, Tensor &u_hat, const std::vector<double> &ref) {
+Result run_point(const PointsFile::Entry &e, const RunArgs &a, Problem &p) {
     Result r;
     r.name = e.name;
+    r.autoscheduler = e.autoscheduler;
     r.compile_s = e.compile_s;
+    r.compile_cpu_s = e.compile_cpu_s;
     if (!e.ok) {
         r.check = e.error;
         return r;
     }
     LoadedKernel kernel(e.library, e.function);
-    detail::HalideTensor tu(u.view()), tW(W.view()), tout(u_hat.view());
+    detail::HalideTensor tu(p.in0->view()), tW(p.in1->view()), tout(p.out->view());
     tu.raw()->set_host_dirty(true);
     tW.raw()->set_host_dirty(true);
-    u_hat.poison();
+    p.out->poison();
     auto release = [&] {
         kernel.device_free(tu.raw());
         kernel.device_free(tW.raw());
@@ -249,7 +345,7 @@ Result run_point(const PointsFile::Entry &e, const RunArgs &a, const reference::
         r.check = "kernel failed (Halide error " + std::to_string(rc) + ")";
         return r;
     }
-    const auto c = reference::compare(u_hat.host().data(), ref, reference::float32_sum_tolerance(s.in_dim));
+    const auto c = reference::compare(p.out->host().data(), p.ref, reference::float32_sum_tolerance(p.reduction));
     r.valid = c.passed;
     r.check = c.summary();
     if (r.valid) {
@@ -259,8 +355,7 @@ Result run_point(const PointsFile::Entry &e, const RunArgs &a, const reference::
             }
         });
         r.us = t.median_us;
-        const double bytes = 4.0 * (s.u_size() + s.W_size() + s.u_hat_size());
-        r.gbs = bytes / (r.us * 1e3);
+        r.gbs = p.bytes / (r.us * 1e3);
     }
     release();
     return r;
@@ -269,19 +364,27 @@ Result run_point(const PointsFile::Entry &e, const RunArgs &a, const reference::
 void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shape, const std::vector<Result> &rows,
                    const Result *best) {
     const auto &s = shape.s;
+    // The knob columns are those of the space's points; the other rows
+    // (autoschedulers, named schedules) leave them empty.
     std::vector<std::string> knob_names;
-    if (!rows.empty()) {
-        for (const auto &k : knobs_of(rows[0].name)) knob_names.push_back(k.first);
+    for (const auto &r : rows) {
+        if (knob_names.empty()) {
+            for (const auto &k : knobs_of(r.name)) knob_names.push_back(k.first);
+        }
     }
     std::ofstream csv(a.dir + "/results.csv");
     csv << "point";
     for (const auto &k : knob_names) csv << "," << k;
-    csv << ",compile_s,valid,us,gbs\n";
+    csv << ",compile_s,valid,us,gbs,autoscheduler,compile_cpu_s\n";
     for (const auto &r : rows) {
         csv << "\"" << r.name << "\"";
-        for (const auto &k : knobs_of(r.name)) csv << "," << k.second;
+        const auto knobs = knobs_of(r.name);
+        for (size_t k = 0; k < knob_names.size(); k++) {
+            csv << ",";
+            if (k < knobs.size()) csv << knobs[k].second;
+        }
         csv << "," << json_number(r.compile_s) << "," << (r.valid ? 1 : 0) << "," << json_number(r.us) << ","
-            << json_number(r.gbs) << "\n";
+            << json_number(r.gbs) << "," << r.autoscheduler << "," << json_number(r.compile_cpu_s) << "\n";
     }
 
     std::ofstream json(a.dir + "/results.json");
@@ -298,7 +401,10 @@ void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shap
         for (size_t k = 0; k < knobs.size(); k++) {
             json << (k ? ", " : "") << json_string(knobs[k].first) << ": " << knobs[k].second;
         }
-        json << "}, \"compile_s\": " << json_number(r.compile_s) << ", \"valid\": " << (r.valid ? "true" : "false")
+        json << "}, \"autoscheduler\": " << (r.autoscheduler.empty() ? "null" : json_string(r.autoscheduler))
+             << ", \"compile_s\": " << json_number(r.compile_s)
+             << ", \"compile_cpu_s\": " << json_number(r.compile_cpu_s)
+             << ", \"valid\": " << (r.valid ? "true" : "false")
              << ", \"us\": " << json_number(r.us) << ", \"gbs\": " << json_number(r.gbs)
              << ", \"check\": " << json_string(r.check) << "}";
     }
@@ -312,8 +418,15 @@ void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shap
     txt << "# best of " << rows.size() << " points on " << shape.name << " (" << f.device << ", " << f.target
         << "): " << json_number(best->us) << " us, " << json_number(best->gbs) << " GB/s\n# knobs:";
     for (const auto &k : knobs_of(best->name)) txt << " " << k.first << "=" << k.second;
-    txt << "\n# for schedules/kernels.cmake (built there for the build's targets, not only this one):\n"
-        << "halcaps_add_kernel(" << f.op << "  \"" << best->name << "\"  " << f.device << ")\n";
+    txt << "\n# for schedules/kernels.cmake (built there for the build's targets, not only this one):\n";
+    if (!best->autoscheduler.empty()) {
+        txt << "halcaps_add_kernel(" << f.op << "  " << best->name << "  " << f.device
+            << " AUTOSCHEDULER Halide::" << best->autoscheduler << ")\n";
+    } else if (!space::is_point_name(best->name)) {
+        txt << "# (the named schedule '" << best->name << "', already in schedules/kernels.cmake)\n";
+    } else {
+        txt << "halcaps_add_kernel(" << f.op << "  \"" << best->name << "\"  " << f.device << ")\n";
+    }
 }
 
 void explore_run(const RunArgs &a) {
@@ -321,11 +434,7 @@ void explore_run(const RunArgs &a) {
     const BenchShape shape = parse_shape(a.shape);
     const auto &s = shape.s;
     std::mt19937_64 rng(a.seed);
-    Tensor u({s.batch, s.in_caps, s.in_dim}, Device::cpu), W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, Device::cpu);
-    Tensor u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, Device::cpu);
-    u.fill_normal(rng);
-    W.fill_normal(rng);
-    const auto ref = reference::predict_f64(s, u.host().data(), W.host().data());
+    Problem problem = make_problem(f.op, s, rng);
 
     std::printf("explore run: %s on %s, shape %s, %zu points (%s), %d repeats\n", f.op.c_str(), f.device.c_str(),
                 shape.name.c_str(), f.points.size(), f.target.c_str(), a.repeats);
@@ -337,7 +446,7 @@ void explore_run(const RunArgs &a) {
             std::printf("budget of %.3g min spent: %zu points not run\n", a.budget_minutes, f.points.size() - n);
             break;
         }
-        rows.push_back(run_point(f.points[n], a, s, u, W, u_hat, ref));
+        rows.push_back(run_point(f.points[n], a, problem));
         best = nullptr;
         for (const auto &r : rows) {
             if (r.valid && (best == nullptr || r.us < best->us)) best = &r;
@@ -370,8 +479,14 @@ void add_explore_command(CLI::App &app) {
     auto b = std::make_shared<BuildArgs>();
     CLI::App *build = explore->add_subcommand(
         "build", "Compile every point (or a sample) of a space into shared objects under --out.");
-    build->add_option("--space", b->space_path, "space file, e.g. schedules/spaces/capsule_predict_cpu.space")
-        ->required();
+    build->add_option("--space", b->space_path, "space file, e.g. schedules/spaces/capsule_predict_cpu.space");
+    build->add_option("--op", b->op, "the generator, without --space (e.g. digitcaps, capsconv)");
+    build->add_option("--device", b->device, "cpu or cuda, without --space");
+    build->add_option("--autoscheduler", b->autoschedulers,
+                      "also build the operator scheduled by this autoscheduler (repeatable; 'all': every one for "
+                      "the device: Adams2019, Mullapudi2016, Li2018 on cpu, Anderson2021 on cuda)");
+    build->add_option("--schedule", b->schedules, "also build this named schedule, e.g. cpu or tuned (repeatable)");
+    build->add_option("--plugin-dir", b->plugin_dir, "folder of the libautoschedule_*.so plugins (default: libHalide's)");
     build->add_option("--out", b->out_dir, "work directory for the objects and points.json")->required();
     build->add_option("--sample", b->sample, "compile N random points instead of all")->check(CLI::PositiveNumber);
     build->add_option("--seed", b->seed, "seed of --sample");

@@ -1,5 +1,6 @@
 #include "cli/explore_compile.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 
 #include "cli/common.h"
+#include "schedules/autoschedulers.h"
 #include "schedules/space_knobs.h"
 
 #ifndef HALCAPS_GENERATOR_PATH
@@ -16,6 +18,10 @@
 #endif
 #ifndef HALCAPS_CXX_COMPILER
 #define HALCAPS_CXX_COMPILER "c++"
+#endif
+// From cmake/HalcapsKernels.cmake: where the autoscheduler plugins are.
+#ifndef HALCAPS_AUTOSCHEDULER_DIR
+#define HALCAPS_AUTOSCHEDULER_DIR ""
 #endif
 
 namespace fs = std::filesystem;
@@ -25,9 +31,9 @@ namespace halcaps::cli {
 namespace {
 
 // Runs argv with stdout and stderr appended to `log`; returns the exit code
-// (or 128 + signal). fork/exec rather than system(): no shell quoting of
-// point names.
-int run_logged(const std::vector<std::string> &argv, const std::string &log) {
+// (or 128 + signal) and, in `cpu_s`, the child's user + system time.
+// fork/exec rather than system(): no shell quoting of point names.
+int run_logged(const std::vector<std::string> &argv, const std::string &log, double *cpu_s = nullptr) {
     const pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -43,7 +49,11 @@ int run_logged(const std::vector<std::string> &argv, const std::string &log) {
         _exit(127);
     }
     int status = 0;
-    waitpid(pid, &status, 0);
+    struct rusage usage {};
+    wait4(pid, &status, 0, &usage);
+    if (cpu_s != nullptr) {
+        *cpu_s = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -108,9 +118,39 @@ std::string build_runtime(const CompileTools &tools, const std::string &target, 
     return object;
 }
 
+std::vector<Autoscheduler> autoschedulers(const std::string &device) {
+    std::vector<Autoscheduler> out;
+    for (const auto &s : autoschedulers::specs()) {
+        if (s.device == device) out.push_back({s.plugin, s.device, s.row, autoschedulers::plugin_file(s)});
+    }
+    return out;
+}
+
+Autoscheduler find_autoscheduler(const std::string &name, const std::string &device) {
+    auto lower = [](std::string s) {
+        for (char &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return s;
+    };
+    std::string known;
+    for (const auto &a : autoschedulers(device)) {
+        if (lower(name) == lower(a.name) || lower(name) == a.row) return a;
+        known += (known.empty() ? "" : ", ") + a.name;
+    }
+    throw UsageError{"--autoscheduler " + name + ": not an autoscheduler for " + device + " (known: " + known + ")"};
+}
+
+std::vector<std::string> autoscheduler_arguments(const Autoscheduler &a, const std::string &plugin_dir) {
+    const std::string dir = plugin_dir.empty() ? HALCAPS_AUTOSCHEDULER_DIR : plugin_dir;
+    const std::string plugin = dir + "/" + a.plugin;
+    if (!fs::exists(plugin)) {
+        throw UsageError{"no autoscheduler plugin " + plugin + " (pass --plugin-dir, the folder of libHalide)"};
+    }
+    return {"-p", plugin};
+}
+
 CompiledPoint compile_point(const CompileTools &tools, const std::string &op, const std::string &point_name,
                             const std::string &target, const std::string &runtime_object, const std::string &dir,
-                            const std::string &function) {
+                            const std::string &function, const std::vector<std::string> &extra) {
     CompiledPoint c;
     c.function = function;
     c.library = dir + "/" + function + ".so";
@@ -118,9 +158,10 @@ CompiledPoint compile_point(const CompileTools &tools, const std::string &op, co
     fs::remove(log);
 
     auto t0 = std::chrono::steady_clock::now();
-    int rc = run_logged({tools.generator, "-g", op, "-e", "object,c_header", "-f", function, "-o", dir,
-                         "target=" + target, "schedule=" + space::generator_spelling(point_name)},
-                        log);
+    std::vector<std::string> argv = {tools.generator, "-g", op, "-e", "object,c_header", "-f", function, "-o", dir,
+                                     "target=" + target, "schedule=" + space::generator_spelling(point_name)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    int rc = run_logged(argv, log, &c.compile_cpu_s);
     c.compile_s = seconds_since(t0);
     if (rc != 0) {
         c.error = "compile failed: " + last_line(log);

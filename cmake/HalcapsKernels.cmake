@@ -18,19 +18,25 @@ else ()
     add_halide_runtime(halcaps_halide_runtime TARGETS x86-64-linux)
 endif ()
 
-# Li2018, Halide's autoscheduler for gradient pipelines, schedules the
-# autodiff kernels. The pip package ships the plugin next to libHalide but
-# no CMake target for it, so make one.
-if (NOT TARGET Halide::Li2018)
-    get_target_property(halcaps_libhalide Halide::Halide IMPORTED_LOCATION_RELEASE)
-    get_filename_component(halcaps_libhalide_dir "${halcaps_libhalide}" DIRECTORY)
-    if (EXISTS "${halcaps_libhalide_dir}/libautoschedule_li2018.so")
-        add_library(Halide::Li2018 MODULE IMPORTED)
-        set_target_properties(Halide::Li2018 PROPERTIES IMPORTED_LOCATION "${halcaps_libhalide_dir}/libautoschedule_li2018.so")
+# Halide's autoschedulers: Li2018 (for gradient pipelines; it schedules the
+# autodiff kernels), Mullapudi2016 and Adams2019 (CPU) and Anderson2021
+# (GPU). The pip package ships the plugins next to libHalide but no CMake
+# targets for them, so make Halide::<Name> targets. Adams2019 and
+# Anderson2021 use the cost-model weights built into their plugins.
+get_target_property(halcaps_libhalide Halide::Halide IMPORTED_LOCATION_RELEASE)
+get_filename_component(HALCAPS_AUTOSCHEDULER_DIR "${halcaps_libhalide}" DIRECTORY)
+foreach (halcaps_plugin IN ITEMS Li2018 Mullapudi2016 Adams2019 Anderson2021)
+    string(TOLOWER "${halcaps_plugin}" halcaps_plugin_file)
+    set(halcaps_plugin_file "${HALCAPS_AUTOSCHEDULER_DIR}/libautoschedule_${halcaps_plugin_file}.so")
+    if (TARGET Halide::${halcaps_plugin})
+        continue()
+    elseif (EXISTS "${halcaps_plugin_file}")
+        add_library(Halide::${halcaps_plugin} MODULE IMPORTED)
+        set_target_properties(Halide::${halcaps_plugin} PROPERTIES IMPORTED_LOCATION "${halcaps_plugin_file}")
     else ()
-        message(STATUS "halcaps: no Li2018 autoscheduler plugin next to ${halcaps_libhalide}; autodiff kernels are skipped")
+        message(STATUS "halcaps: no ${halcaps_plugin} autoscheduler plugin (${halcaps_plugin_file}); its kernels are skipped")
     endif ()
-endif ()
+endforeach ()
 
 set_property(GLOBAL PROPERTY HALCAPS_KERNEL_LIBRARIES "")
 set_property(GLOBAL PROPERTY HALCAPS_KERNEL_ENTRIES "")
@@ -85,17 +91,20 @@ function(halcaps_check_space_point generator point device)
     endforeach ()
 endfunction()
 
-# halcaps_add_kernel(<generator> <schedule> <cpu|cuda> [ITERATIONS n] [AUTOSCHEDULER plugin])
+# halcaps_add_kernel(<generator> <schedule> <cpu|cuda> [ITERATIONS n] [AUTOSCHEDULER plugin] [PLUGIN plugin])
 # Builds library halcaps_<generator>__<schedule> exporting a function of the
 # same name; with ITERATIONS (routing generators: the unrolled iteration
 # count) the name is halcaps_<generator>_<n>it__<schedule>. With AUTOSCHEDULER
 # (e.g. Halide::Li2018) the generator's stages are scheduled by that plugin
-# instead of by schedules/. A schedule may be a point of the operator's space
+# instead of by schedules/. With PLUGIN (e.g. Halide::Adams2019) the plugin is
+# loaded and the schedule (auto_adams2019, ...) runs it from the schedule
+# code, which then guards its tails (schedules/autoschedule.h); its
+# parameters are in schedules/autoschedulers.h. A schedule may be a point of the operator's space
 # ("space:knob=value,..."): the library name then spells it with '_' for
 # the punctuation, the generator gets it with ':' for '=' (its command line
 # splits parameters at '='), and the runtime knows it by the name as given.
 function(halcaps_add_kernel generator schedule device)
-    cmake_parse_arguments(PARSE_ARGV 3 ARG "" "ITERATIONS;AUTOSCHEDULER" "")
+    cmake_parse_arguments(PARSE_ARGV 3 ARG "" "ITERATIONS;AUTOSCHEDULER;PLUGIN" "")
     string(MAKE_C_IDENTIFIER "${schedule}" schedule_id)
     set(name halcaps_${generator}__${schedule_id})
     set(params schedule=${schedule})
@@ -111,7 +120,7 @@ function(halcaps_add_kernel generator schedule device)
         list(APPEND params iterations=${iterations})
     endif ()
     set(autoscheduler "")
-    if (ARG_AUTOSCHEDULER AND NOT TARGET ${ARG_AUTOSCHEDULER})
+    if ((ARG_AUTOSCHEDULER AND NOT TARGET ${ARG_AUTOSCHEDULER}) OR (ARG_PLUGIN AND NOT TARGET ${ARG_PLUGIN}))
         return()
     endif ()
     if (ARG_AUTOSCHEDULER)
@@ -119,6 +128,9 @@ function(halcaps_add_kernel generator schedule device)
         # 2-core CI machine (it only over-decomposes) and larger hosts.
         set(autoscheduler AUTOSCHEDULER ${ARG_AUTOSCHEDULER})
         list(APPEND params autoscheduler.parallelism=16)
+    endif ()
+    if (ARG_PLUGIN)
+        set(autoscheduler PLUGINS ${ARG_PLUGIN})
     endif ()
     if (device STREQUAL "cpu")
         set(targets ${HALCAPS_CPU_TARGETS})

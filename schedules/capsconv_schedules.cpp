@@ -9,6 +9,7 @@
 // convolution only ever move whole vectors.
 #include "capsconv_schedules.h"
 
+#include "autoschedule.h"
 #include "common.h"
 
 namespace halcaps {
@@ -366,6 +367,7 @@ void grad_filter_gpu(CapsConvGradFilterStages &s) {
 }  // namespace
 
 void schedule_capsconv(const std::string &name, const Target &target, CapsConvStages &s) {
+    if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("capsconv", name, target, {s.O});
     check_schedule("capsconv", name, target, kCpuForwardSchedules, kGpuSchedules);
     if (name == "cpu") capsconv_cpu(s);
     if (name == "cpu_co4") capsconv_cpu_co4(s);

@@ -7,6 +7,7 @@
 // forward pass and both gradients are bound by moving u_hat or g once.
 #include "capsule_prediction_schedules.h"
 
+#include "autoschedule.h"
 #include "common.h"
 #include "space_knobs.h"
 
@@ -179,11 +180,12 @@ void predict_staged(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 32, true});
 // ------------------------------------------------------- gradient w.r.t. u --
 
 // cpu: vectors over k (K = 8 floats, contiguous in W), accumulated in
-// registers over (e, j); parallel over tiles of 4 input capsules so W's
-// slices (4 x 5 KB) stay in L1 while the batch loop streams g.
-void grad_input_cpu(PredictGradInputStages &s) {
+// registers over (e, j); parallel over tiles of `tile_i` (4) input capsules
+// so W's slices (4 x 5 KB) stay in L1 while the batch loop streams g.
+// (schedules/spaces/capsule_predict_grad_input_cpu.space sweeps tile_i.)
+void grad_input_cpu(PredictGradInputStages &s, int tile_i = 4) {
     Var io("io"), ii("ii"), ko("ko"), ki("ki");
-    s.grad_u.split(s.i, io, ii, 4, TailStrategy::GuardWithIf)
+    s.grad_u.split(s.i, io, ii, tile_i, TailStrategy::GuardWithIf)
         .split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
         .reorder(ki, ko, ii, s.b, io)
         .vectorize(ki)
@@ -232,19 +234,27 @@ void grad_weight_naive(PredictGradWeightStages &s) {
 // b512 724 us; wide b32 545 us. Under ncu (lower clocks) grad_W takes 68 us
 // and grad_u 189 us: grad_u is the problem (see below). Unrolling by 4
 // instead of 8 measured the same.
-void grad_weight_register_tiles(PredictGradWeightStages &s, int batch_unroll) {
+// The knobs (schedules/spaces/capsule_predict_grad_weight_cuda.space; the
+// defaults are `tuned`): k_tile accumulators a thread, blocks of ej_threads
+// x i_threads.
+struct GradWeightGpuTiling {
+    int k_tile = 8, ej_threads = 32, i_threads = 4, batch_unroll = 8;
+};
+
+void grad_weight_register_tiles(PredictGradWeightStages &s, const GradWeightGpuTiling &t) {
+    const int batch_unroll = t.batch_unroll;
     Var ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), it("it"), ko("ko"), ki("ki");
-    s.grad_W.split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
+    s.grad_W.split(s.k, ko, ki, t.k_tile, TailStrategy::GuardWithIf)
         .fuse(s.e, s.j, ej)
-        .split(ej, ejo, ejt, 32, TailStrategy::GuardWithIf)
-        .split(s.i, io, it, 4, TailStrategy::GuardWithIf)
+        .split(ej, ejo, ejt, t.ej_threads, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, t.i_threads, TailStrategy::GuardWithIf)
         .reorder(ki, ejt, it, ko, ejo, io)
         .gpu_threads(ejt, it)
         .gpu_blocks(ko, ejo, io)
         .unroll(ki);
     s.accum.compute_at(s.grad_W, ejt)
         .store_in(MemoryType::Register)
-        .bound_extent(s.k, 8)
+        .bound_extent(s.k, t.k_tile)
         .bound_extent(s.e, 1)
         .bound_extent(s.j, 1)
         .bound_extent(s.i, 1)
@@ -275,18 +285,26 @@ void grad_weight_register_tiles(PredictGradWeightStages &s, int batch_unroll) {
 // without it the shared allocation exceeds the launch limit). Next to try:
 // an explicit lane index in the algorithm, or a wrapper that states the
 // staged region.
-void grad_input_register_tiles(PredictGradInputStages &s, int ej_unroll, int i_threads = 4) {
+// The knobs (schedules/spaces/capsule_predict_grad_input_cuda.space; the
+// defaults are the former `tuned`): k_tile accumulators a thread, blocks of b_threads x
+// i_threads.
+struct GradInputGpuTiling {
+    int k_tile = 8, b_threads = 32, i_threads = 4, ej_unroll = 8;
+};
+
+void grad_input_register_tiles(PredictGradInputStages &s, const GradInputGpuTiling &t) {
+    const int ej_unroll = t.ej_unroll;
     Var bo("bo"), bt("bt"), io("io"), it("it"), ko("ko"), ki("ki");
-    s.grad_u.split(s.k, ko, ki, 8, TailStrategy::GuardWithIf)
-        .split(s.b, bo, bt, 32, TailStrategy::GuardWithIf)
-        .split(s.i, io, it, i_threads, TailStrategy::GuardWithIf)
+    s.grad_u.split(s.k, ko, ki, t.k_tile, TailStrategy::GuardWithIf)
+        .split(s.b, bo, bt, t.b_threads, TailStrategy::GuardWithIf)
+        .split(s.i, io, it, t.i_threads, TailStrategy::GuardWithIf)
         .reorder(ki, bt, it, ko, bo, io)
         .gpu_threads(bt, it)
         .gpu_blocks(ko, bo, io)
         .unroll(ki);
     s.accum.compute_at(s.grad_u, bt)
         .store_in(MemoryType::Register)
-        .bound_extent(s.k, 8)
+        .bound_extent(s.k, t.k_tile)
         .bound_extent(s.i, 1)
         .bound_extent(s.b, 1)
         .unroll(s.k);
@@ -388,10 +406,39 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
     }
 }
 
+// A GPU point's block must fit the launch limit of 1024 threads.
+void check_threads(const std::string &op, const std::string &name, int threads) {
+    if (threads > 1024) {
+        throw CompileError(op + ": space point '" + name + "' asks for " + std::to_string(threads) +
+                           " threads a block; at most 1024");
+    }
+}
+
+// Points of the gradient spaces (schedules/spaces/capsule_predict_grad_*.space).
+void schedule_grad_input_point(const std::string &name, const Target &target, PredictGradInputStages &s) {
+    const char *op = "capsule_predict_grad_input";
+    const std::string device = target.has_gpu_feature() ? "cuda" : "cpu";
+    std::map<std::string, int> v;
+    if (std::string error = space::parse_point(op, device, name, &v); !error.empty()) throw CompileError(error);
+    if (device == "cpu") return grad_input_cpu(s, v["tile_i"]);
+    check_threads(op, name, v["b_threads"] * v["i_threads"]);
+    grad_input_register_tiles(s, {v["k_tile"], v["b_threads"], v["i_threads"], v["ej_unroll"]});
+}
+
+void schedule_grad_weight_point(const std::string &name, const Target &target, PredictGradWeightStages &s) {
+    const char *op = "capsule_predict_grad_weight";
+    const std::string device = target.has_gpu_feature() ? "cuda" : "cpu";
+    std::map<std::string, int> v;
+    if (std::string error = space::parse_point(op, device, name, &v); !error.empty()) throw CompileError(error);
+    check_threads(op, name, v["ej_threads"] * v["i_threads"]);
+    grad_weight_register_tiles(s, {v["k_tile"], v["ej_threads"], v["i_threads"], v["batch_unroll"]});
+}
+
 }  // namespace
 
 void schedule_predict(const std::string &name, const Target &target, PredictStages &s) {
     if (space::is_point_name(name)) return schedule_predict_point(name, target, s);
+    if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("capsule_predict", name, target, {s.u_hat});
     check_schedule("capsule_predict", name, target, kCpuSchedules, kGpuForwardSchedules);
     if (name == "cpu") predict_cpu(target, s);
     if (name == "naive") predict_naive(s);
@@ -401,6 +448,10 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
 }
 
 void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {
+    if (space::is_point_name(name)) return schedule_grad_input_point(name, target, s);
+    if (autoschedulers::is_autoscheduler_row(name)) {
+        return autoschedule("capsule_predict_grad_input", name, target, {s.grad_u});
+    }
     check_schedule("capsule_predict_grad_input", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") grad_input_cpu(s);
     if (name == "naive") grad_input_naive(s);
@@ -408,10 +459,14 @@ void schedule_predict_grad_input(const std::string &name, const Target &target, 
 }
 
 void schedule_predict_grad_weight(const std::string &name, const Target &target, PredictGradWeightStages &s) {
+    if (space::is_point_name(name)) return schedule_grad_weight_point(name, target, s);
+    if (autoschedulers::is_autoscheduler_row(name)) {
+        return autoschedule("capsule_predict_grad_weight", name, target, {s.grad_W});
+    }
     check_schedule("capsule_predict_grad_weight", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") grad_weight_cpu(s);
     if (name == "naive") grad_weight_naive(s);
-    if (name == "tuned") grad_weight_register_tiles(s, 8);
+    if (name == "tuned") grad_weight_register_tiles(s, {});
 }
 
 }  // namespace halcaps

@@ -9,6 +9,7 @@
 // 46 KB per batch element per iteration; s and v are 640 bytes.
 #include "digitcaps_schedules.h"
 
+#include "autoschedule.h"
 #include "common.h"
 
 namespace halcaps {
@@ -256,6 +257,7 @@ void schedule_routing(const std::string &name, const Target &target, RoutingStag
 }
 
 void schedule_digitcaps(const std::string &name, const Target &target, RoutingStages &r) {
+    if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("digitcaps", name, target, {r.v});
     check_schedule("digitcaps", name, target, kCpuSchedules, kGpuSchedules);
     if (target.has_gpu_feature()) {
         digitcaps_stage_per_op_gpu(r);

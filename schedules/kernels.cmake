@@ -94,3 +94,42 @@ halcaps_add_kernel(capsconv                     tuned_co4  cuda)
 halcaps_add_kernel(capsconv                     tuned_pose cuda)
 halcaps_add_kernel(capsconv_grad_input          tuned      cuda)
 halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)
+
+# Autoscheduled rows: the same generators scheduled by Halide's
+# autoschedulers instead of by schedules/, each an ordinary implementation
+# name (auto_<plugin>) that the runtime, the tests and `halcaps bench` pick up
+# like any other. The plugins' parameters are in schedules/autoschedulers.h;
+# schedules/autoschedule.h runs them and guards the tails they leave
+# unguarded; the estimates they see are the generators' (MNIST b128;
+# capsconv: n=8, 32x32, ci=co=32, 3x3). Compile (search) and run times:
+# bench/results/barham-isard-*.md.
+#   HALCAPS_AUTOSCHEDULED_KERNELS (ON): Mullapudi2016 and Li2018. Measured
+#     2026-11-21 in a clean build on the 2-core build machine (ninja log):
+#     their 10 libraries took 132 s of the 977 s that all kernel generator
+#     runs took (2 at a time), i.e. about 1 minute of wall time, most of it
+#     capsconv and DigitCaps (whose generators are slow without any
+#     autoscheduler too); prediction's are 6-7 s a library (3 ISA levels).
+#   HALCAPS_BEAM_SEARCH_KERNELS (OFF): Adams2019 (CPU) and Anderson2021
+#     (CUDA), whose beam searches took, per generator run for ONE target,
+#     29-31 s CPU (prediction), 109 s (grad_input, AVX2), 11-21 s
+#     (Anderson2021, prediction and grad_input) on the same machine: tens of
+#     minutes for all their libraries with three ISA levels, too slow for
+#     every CI build. Build them with -DHALCAPS_BEAM_SEARCH_KERNELS=ON.
+set(halcaps_cpu_autoschedulers "")
+set(halcaps_cuda_autoschedulers "")
+if (HALCAPS_AUTOSCHEDULED_KERNELS)
+    list(APPEND halcaps_cpu_autoschedulers Mullapudi2016 Li2018)
+endif ()
+if (HALCAPS_BEAM_SEARCH_KERNELS)
+    list(APPEND halcaps_cpu_autoschedulers Adams2019)
+    list(APPEND halcaps_cuda_autoschedulers Anderson2021)
+endif ()
+foreach (device IN ITEMS cpu cuda)
+    foreach (plugin IN LISTS halcaps_${device}_autoschedulers)
+        string(TOLOWER "auto_${plugin}" name)
+        foreach (generator IN ITEMS capsule_predict capsule_predict_grad_input capsule_predict_grad_weight capsconv)
+            halcaps_add_kernel(${generator}     ${name}   ${device} PLUGIN Halide::${plugin})
+        endforeach ()
+        halcaps_add_kernel(digitcaps            ${name}   ${device} ITERATIONS 3 PLUGIN Halide::${plugin})
+    endforeach ()
+endforeach ()

@@ -37,7 +37,9 @@ struct SpaceSpec {
 };
 
 // The defaults are those of the named schedules `cpu` and `tuned`
-// (schedules/capsule_prediction_schedules.cpp).
+// (schedules/capsule_prediction_schedules.cpp). A GPU space's threads per
+// block (the product of its *_threads knobs) must stay within 1024; the
+// generator rejects a point beyond that.
 inline const std::vector<SpaceSpec> &specs() {
     static const std::vector<SpaceSpec> table = {
         {"capsule_predict", "cpu",
@@ -55,6 +57,19 @@ inline const std::vector<SpaceSpec> &specs() {
          {{"batch_tile", 1, 64, true, 16, "batch elements per block, unrolled in each thread's registers"},
           {"in_chunk", 1, 1024, true, 32, "input capsules per block (chunk of the sum over i)"},
           {"e_per_thread", 1, 16, true, 1, "out_dim values per thread, unrolled"}}},
+        // The gradients (defaults: the named schedules `cpu` and `tuned`).
+        {"capsule_predict_grad_input", "cpu",
+         {{"tile_i", 1, 1024, true, 4, "input capsules per parallel tile"}}},
+        {"capsule_predict_grad_input", "cuda",
+         {{"k_tile", 1, 32, true, 8, "k accumulators per thread (registers)"},
+          {"b_threads", 1, 1024, true, 32, "threads along the batch"},
+          {"i_threads", 1, 1024, true, 4, "threads along input capsules"},
+          {"ej_unroll", 1, 64, true, 8, "unrolling of the (e) reduction loop"}}},
+        {"capsule_predict_grad_weight", "cuda",
+         {{"k_tile", 1, 32, true, 8, "k accumulators per thread (registers)"},
+          {"ej_threads", 1, 1024, true, 32, "threads along the fused (e, j) row"},
+          {"i_threads", 1, 1024, true, 4, "threads along input capsules"},
+          {"batch_unroll", 1, 64, true, 8, "unrolling of the batch reduction loop"}}},
     };
     return table;
 }

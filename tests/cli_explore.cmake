@@ -36,6 +36,47 @@ foreach (file IN ITEMS points.json results.json)
     endif ()
 endforeach ()
 
+# A gradient operator (grad_u on the CPU, two points), with extra rows: the
+# named schedule `cpu` and the operator scheduled by Mullapudi2016 (the
+# cheapest autoscheduler to run); every row must be valid, and the rows
+# that are not points have empty knob columns.
+run_ok(explore build --space "${SOURCE_DIR}/tests/spaces/tiny_grad_cpu.space" --schedule cpu
+       --autoscheduler Mullapudi2016 --out "${WORK_DIR}/grad")
+run_ok(explore run "${WORK_DIR}/grad" --shape 3:7:5:4:9 --repeats 2 --warmup 1)
+file(STRINGS "${WORK_DIR}/grad/results.csv" rows)
+list(LENGTH rows count)
+if (NOT count EQUAL 5)
+    message(FATAL_ERROR "grad results.csv: expected a header and 4 rows, got:\n${rows}")
+endif ()
+foreach (row IN LISTS rows)
+    if (NOT row MATCHES "^point,tile_i,compile_s,valid,us,gbs,autoscheduler,compile_cpu_s$"
+        AND NOT row MATCHES "^\"space:tile_i=(1|8)\",(1|8),[0-9.e+-]+,1,[^,]+,[^,]+,,[0-9.e+-]+$"
+        AND NOT row MATCHES "^\"cpu\",,[0-9.e+-]+,1,[^,]+,[^,]+,,[0-9.e+-]+$"
+        AND NOT row MATCHES "^\"auto_mullapudi2016\",,[0-9.e+-]+,1,[^,]+,[^,]+,Mullapudi2016,[0-9.e+-]+$")
+        message(FATAL_ERROR "grad results.csv: a row is missing, not valid or malformed: ${row}")
+    endif ()
+endforeach ()
+file(READ "${WORK_DIR}/grad/points.json" points)
+if (NOT points MATCHES "\"autoscheduler\": \"Mullapudi2016\"")
+    message(FATAL_ERROR "grad points.json: the autoscheduler row is not marked:\n${points}")
+endif ()
+
+# An operator without a space: only the extra rows are built (not run).
+run_ok(explore build --op capsule_predict_grad_weight --device cpu --schedule cpu --out "${WORK_DIR}/rows")
+file(STRINGS "${WORK_DIR}/rows/points.tsv" rows REGEX "^point")
+if (NOT rows MATCHES "^point\t0\tcpu\t[^\t]+\t[^\t]+\t[0-9.e+-]+\t[0-9.e+-]+\t1\t")
+    message(FATAL_ERROR "rows points.tsv: expected one compiled row 'cpu', got:\n${rows}")
+endif ()
+foreach (args IN ITEMS "--op;capsule_predict;--device;cpu" "--op;capsule_predict;--device;cpu;--autoscheduler;Anderson2021"
+                       "--space;${SOURCE_DIR}/tests/spaces/tiny_cpu.space;--op;digitcaps")
+    execute_process(COMMAND "${CLI}" explore build ${args} --out "${WORK_DIR}/bad_rows"
+                    RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if (result EQUAL 0 OR NOT err MATCHES "^halcaps: error: [^\n]+\n$")
+        message(FATAL_ERROR "explore build ${args}: expected one error line, got ${result}: '${err}'")
+    endif ()
+    message(STATUS "${args} -> ${err}")
+endforeach ()
+
 # Malformed spaces: name, content, what the error must mention.
 set(header "operator capsule_predict\ndevice cpu\n")
 set(bad_names unknown_knob bad_value not_power_of_two duplicate_knob no_values unknown_directive no_device gpu_knob_on_cpu)

@@ -40,7 +40,12 @@ std::vector<CapsConvShape> odd_conv_shapes() {
 }  // namespace
 
 TEST_CASE("capsconv: implementations are listed", "[capsconv]") {
-    REQUIRE(implementations_for("capsconv", Device::cpu) == std::vector<std::string>{"cpu", "cpu_co4", "simple"});
+    // (and the auto_* ones, checked by test_autoscheduled.cpp)
+    std::vector<std::string> forward;
+    for (const auto &name : implementations_for("capsconv", Device::cpu)) {
+        if (name.rfind("auto_", 0) != 0) forward.push_back(name);
+    }
+    REQUIRE(forward == std::vector<std::string>{"cpu", "cpu_co4", "simple"});
     REQUIRE(implementations_for("capsconv_backward", Device::cpu) == std::vector<std::string>{"cpu"});
 }
 

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Measures everything bench/barham_isard_table.py needs on one device and
+# writes the table:
+#   bench/barham_isard.sh cpu  OUT_DIR [REPEATS]   # on the build machine
+#   bench/barham_isard.sh cuda OUT_DIR [REPEATS]   # on the GPU machine
+# Run from the repository root after the build (build/halcaps,
+# build/halcaps_generators); for the auto_adams2019 / auto_anderson2021 run
+# times the build needs -DHALCAPS_BEAM_SEARCH_KERNELS=ON.
+#   1. compile times of the hand-written C++ and CUDA files: the build's own
+#      compile command, re-run into OUT_DIR (ninja -t commands);
+#   2. `halcaps explore build` per operator: the space's points (if it has
+#      a space), the named schedules and every autoscheduler for the device,
+#      each compile timed; `explore run` where explore can run the operator;
+#   3. `halcaps bench --device DEVICE` (MNIST b128), and on the CPU the naive
+#      loops again under OMP_NUM_THREADS=1 (Barham & Isard's plain "gcc" row);
+#   4. the table: OUT_DIR/barham-isard-DEVICE.md.
+# Nothing here needs a GPU for the CPU table; the CUDA points compile on any
+# machine but run on the GPU. With REUSE=1, explore directories and bench
+# files already in OUT_DIR are kept (to finish an interrupted run).
+set -euo pipefail
+device=${1:?usage: bench/barham_isard.sh cpu|cuda OUT_DIR [REPEATS]}
+out=${2:?usage: bench/barham_isard.sh cpu|cuda OUT_DIR [REPEATS]}
+repeats=${3:-20}
+halcaps=build/halcaps
+python=${PYTHON:-python3}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+log() { printf '[barham_isard] %s\n' "$*"; }
+
+# --- 1. compile times of the C++ / CUDA files ------------------------------
+# The last command ninja would run for an object, with its output moved to
+# OUT_DIR; prints the wall seconds.
+time_compile() {
+    local object=$1 command
+    command=$(ninja -C build -t commands "$object" | tail -n 1)
+    command=${command//" -o $object"/" -o $out/timed.o"}
+    command=$(sed -E 's/ -MD -MT [^ ]+ -MF [^ ]+//; s/ -MD -MT [^ ]+ -MF [^ ]+//' <<< "$command")
+    local t0 t1
+    t0=$(date +%s%N)
+    (cd build && eval "$command") >/dev/null
+    t1=$(date +%s%N)
+    awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.2f\n", ns / 1e9 }'
+}
+{
+    echo "{"
+    echo "  \"naive-openmp\": $(time_compile CMakeFiles/halcaps_reference.dir/reference/capsule_prediction_naive_openmp.cpp.o)"
+    if [ "$device" = cuda ]; then
+        t=$(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/capsule_prediction_cuda.cu.o)
+        for name in cuda_blog_naive cuda_tuned cuda_fused; do echo "  , \"$name\": $t"; done
+        echo "  , \"cuda_naive\": $(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/digitcaps_cuda.cu.o)"
+    fi
+    echo "}"
+} > "$out/compile_times.json"
+rm -f "$out/timed.o"
+log "compile times of the C++/CUDA files: $(tr -d '\n' < "$out/compile_times.json")"
+
+# --- 2. explore ------------------------------------------------------------
+hand=cpu
+[ "$device" = cuda ] && hand=tuned
+explore_dirs=()
+explore() {  # explore NAME ARGS...: build (and run, for capsule prediction)
+    local name=$1
+    shift
+    explore_dirs+=(--explore "$out/explore-$name")
+    local done_file=points.json
+    case "$name" in capsule_predict*) done_file=results.json ;; esac
+    if [ "${REUSE:-0}" = 1 ] && [ -f "$out/explore-$name/$done_file" ]; then
+        log "explore $name: kept"
+        return
+    fi
+    log "explore build $name: $*"
+    "$halcaps" explore build "$@" --autoscheduler all --out "$out/explore-$name" | tail -n 3
+    case "$name" in
+        capsule_predict*) "$halcaps" explore run "$out/explore-$name" --shape mnist_b128 --repeats "$repeats" | tail -n 2 ;;
+    esac
+}
+space() { echo "schedules/spaces/$1_$device.space"; }
+for op in capsule_predict capsule_predict_grad_input capsule_predict_grad_weight; do
+    if [ -f "$(space $op)" ]; then
+        explore "$op" --space "$(space $op)" --schedule "$hand"
+    else
+        explore "$op" --op "$op" --device "$device" --schedule "$hand"
+    fi
+done
+# The hand-tuned schedules of the other operators: cpu on the CPU; on CUDA
+# the layer's stage_per_kernel and capsconv's tuned (when built).
+if [ "$device" = cuda ]; then
+    explore digitcaps --op digitcaps --device cuda --schedule stage_per_kernel
+    explore capsconv --op capsconv --device cuda --schedule tuned
+else
+    explore digitcaps --op digitcaps --device cpu --schedule cpu
+    explore capsconv --op capsconv --device cpu --schedule cpu
+fi
+
+# --- 3. bench --------------------------------------------------------------
+if [ "${REUSE:-0}" = 1 ] && [ -f "$out/bench-$device.json" ]; then
+    log "bench on $device: kept"
+else
+    log "bench on $device"
+    "$halcaps" bench --device "$device" --shapes mnist_b128 --repeats "$repeats" --json "$out/bench-$device.json" \
+    --markdown "$out/bench-$device.md" | tail -n 40
+fi
+one_thread=()
+if [ "$device" = cpu ]; then
+    [ "${REUSE:-0}" = 1 ] && [ -f "$out/bench-cpu-1thread.json" ] || OMP_NUM_THREADS=1 "$halcaps" bench --device cpu --shapes mnist_b128 --implementations naive-openmp \
+        --repeats 3 --warmup 1 --json "$out/bench-cpu-1thread.json" | tail -n 5
+    log "bench: the naive loops on one thread: $out/bench-cpu-1thread.json"
+    one_thread=(--bench-1thread "$out/bench-cpu-1thread.json")
+fi
+
+# --- 4. the table ----------------------------------------------------------
+"$python" bench/barham_isard_table.py --bench "$out/bench-$device.json" "${one_thread[@]}" "${explore_dirs[@]}" \
+    --compile-times "$out/compile_times.json" --shape mnist_b128 -o "$out/barham-isard-$device.md"
