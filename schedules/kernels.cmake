@@ -44,8 +44,7 @@ halcaps_add_kernel(digitcaps                    stage_per_kernel  cuda ITERATION
 foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused          fused             cuda ITERATIONS ${n})
 endforeach ()
-halcaps_add_kernel(digitcaps_fused              fused_b8          cuda ITERATIONS 3)
-halcaps_add_kernel(digitcaps_fused              fused_b32_e2      cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
 # Routing alone in the same passes (generator routing_fused): u_hat read once
 # per iteration; the CUDA default for route.
@@ -83,10 +82,10 @@ halcaps_add_kernel(capsconv                     cpu_co4   cpu)
 halcaps_add_kernel(capsconv                     simple    cpu)
 halcaps_add_kernel(capsconv_grad_input          cpu       cpu)
 halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)
-# On CUDA (GPU time: not measured yet; see the schedules' comments): vaidya
+# On CUDA (H200 times in the schedules' comments): vaidya
 # (a thread per output pixel, Vaidya's decomposition), tuned (a thread per
-# pose row, the CUDA default) and two variants of it to time against each
-# other; the gradients have `tuned` only, so capsconv_backward's CUDA
+# pose row, the CUDA default for co not a multiple of 4), tuned_co4 (the
+# default otherwise) and tuned_pose; the gradients have `tuned` only, so capsconv_backward's CUDA
 # implementation is `tuned`.
 halcaps_add_kernel(capsconv                     vaidya     cuda)
 halcaps_add_kernel(capsconv                     tuned      cuda)

@@ -54,8 +54,8 @@ inline const std::vector<SpaceSpec> &specs() {
         // The fused DigitCaps layer's pass kernel (schedules/digitcaps_fused_schedules.cpp,
         // FusedGpuTiling); defaults are those of `fused`.
         {"digitcaps_fused", "cuda",
-         {{"batch_tile", 1, 64, true, 16, "batch elements per block, unrolled in each thread's registers"},
-          {"in_chunk", 1, 1024, true, 32, "input capsules per block (chunk of the sum over i)"},
+         {{"batch_tile", 1, 64, true, 8, "batch elements per block, unrolled in each thread's registers"},
+          {"in_chunk", 1, 1024, true, 16, "input capsules per block (chunk of the sum over i)"},
           {"e_per_thread", 1, 16, true, 1, "out_dim values per thread, unrolled"}}},
         // The gradients (defaults: the named schedules `cpu` and `tuned`).
         {"capsule_predict_grad_input", "cpu",

@@ -146,7 +146,8 @@ TEST_CASE("cuda capsconv: the seed problem, a small layer and the default implem
         check_capsconv({1, 128, 128, 3, 5, 5, 1, 1, 0}, cuda_options(name), has_backward(name));  // Vaidya's seed
         check_capsconv({2, 16, 16, 16, 3, 3, 16, 1, 1}, cuda_options(name), has_backward(name));
     }
-    check_capsconv({2, 12, 12, 8, 3, 3, 8, 1, 1}, cuda_options(""));  // no name: the CUDA default (tuned)
+    check_capsconv({2, 12, 12, 8, 3, 3, 8, 1, 1}, cuda_options(""));  // no name, co = 8: the CUDA default tuned_co4
+    check_capsconv({2, 12, 12, 8, 3, 3, 6, 1, 1}, cuda_options(""));  // no name, co = 6: the CUDA default tuned
 }
 
 TEST_CASE("cuda capsconv: device tensors on the default stream and on the caller's stream", "[cuda][capsconv]") {

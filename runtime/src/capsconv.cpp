@@ -73,8 +73,11 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
 // capsule types at a time (1.8x faster than `cpu` on the n=8, ci=co=32
 // layer) but computes and discards a whole block past the last one, so it is
 // the default only when co is a multiple of 4.
+// On CUDA likewise `tuned_co4` (4 output capsule types a thread): on an H200
+// 699 us against 1489 us for `tuned` on that layer and 180 against 203 us on
+// the stride-2 one, but 57 against 35 us on the seed problem (co = 1).
 std::string forward_implementation(const Options &options, Device device, int64_t out_caps) {
-    if (options.implementation.empty() && device == Device::cpu && out_caps % 4 == 0) return "cpu_co4";
+    if (options.implementation.empty() && out_caps % 4 == 0) return device == Device::cpu ? "cpu_co4" : "tuned_co4";
     return detail::chosen_implementation(options, device);
 }
 
