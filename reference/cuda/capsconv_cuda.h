@@ -19,18 +19,19 @@
 //                (its 4-term sum added; 16 volatile loads + 16 stores per
 //                tap). Expected to be slow: the output goes through L2 once
 //                per tap and element.
-//                GPU time: not measured yet (DESIGN.md §3: 653 us, seed, H200).
+//                H200 2026-11-21, seed / layer / stride2: 600 / 59511 / 5201 us
+//                (DESIGN.md §3: 653 us on the seed problem).
 //   2 vaidya_i1  I1, scalar accumulation: for each of the 16 output elements
 //                (a rolled loop) one local accumulator runs over all taps and
 //                the 4 terms, then one store. No global read-modify-write, but
 //                the input row is re-read from L1 for every output element
 //                (4x the loads of I3) and nothing is unrolled.
-//                GPU time: not measured yet.
+//                H200: 538 / 37206 / 2669 us.
 //   3 vaidya_i2  I2, the 4x4x4 product of each tap unrolled: 16 accumulators
 //                (registers, since the indices are now constants), taps outer;
 //                operands are scalar loads at their point of use (the compiler
 //                may or may not merge the repeated ones).
-//                GPU time: not measured yet.
+//                H200: 68.1 / 5090 / 349 us.
 //   4 vaidya_i3  I3, scalar replacement: per tap the input pose row is loaded
 //                once into 4 registers (one 16-byte load when aligned) and the
 //                filter pose into 16 registers (float4 loads from shared
@@ -39,8 +40,8 @@
 //                kernel of the capsconv bench rows. Expected to be bound by
 //                the FMA issue rate and L1 traffic of the input (each input
 //                pose is read by kh*kw*co threads, from L1/L2, never staged).
-//                GPU time: not measured yet (DESIGN.md §3: an I3-style kernel
-//                took 25.6 us on the seed problem, 1283 us on the layer, H200).
+//                H200: 47.6 / 1307 / 196 us (DESIGN.md §3: an I3-style kernel
+//                took 25.6 us on the seed problem, 1283 us on the layer).
 //
 // Correctness note: the paper's I1-I3 listings store into the output inside
 // the loop over filter taps (each tap overwrites the previous one's result).
