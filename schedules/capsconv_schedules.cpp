@@ -131,7 +131,12 @@ void capsconv_cpu(CapsConvStages &s) {
 // Measured 2026-11-21 on the 2-core AMD EPYC build machine, n=8, 32x32,
 // ci=co=32, 3x3, pad 1 (9.66 GFLOP), `halcaps capsconv ... --schedule all`,
 // the machine loaded by other builds (load average 9): cpu_co4 76.1 ms
-// (127 GFLOP/s), cpu 136.0 ms (71 GFLOP/s), simple 492 ms; 1.79x.
+// (127 GFLOP/s), cpu 136.0 ms (71 GFLOP/s), simple 492 ms; 1.79x. Idle,
+// `halcaps bench --device cpu --op capsconv --repeats 5` (the same day):
+// cpu_co4 25.8 ms, 374 GFLOP/s, 78.5% of the fp32 FMA peak measured in the
+// same run (476 GFLOP/s); cpu 45.8 ms; stride2 shape 64.5% (cpu 35%); the
+// seed problem (co = 1) 1.8 ms against cpu's 1.1 ms
+// (bench/results/cpu-amd-epyc-2core-capsconv/).
 void capsconv_cpu_co4(CapsConvStages &s) {
     std::vector<Var> d = s.O.args();  // (j, i, co, x, y, n)
     Var p0 = d[0], p1 = d[1], co = d[2], x = d[3], y = d[4], n = d[5];
