@@ -291,6 +291,10 @@ void capsconv_vaidya(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_i
 // default 48 KB of shared memory at stride 3 for 32 x 2 tiles: tuned_pose
 // stages it on square tiles). H200: 34.6 / 1489 / 203 us: the seed
 // problem 1.38x faster than our I3 kernel (the goal was 2x) and 3.9x cuDNN.
+// Tried the same day for more parallelism on the seed problem and slower
+// there: one thread per pose element (16 a pixel, 246016 threads, blocks of
+// 16 x 8 x 4): 47.0 / 2298 / 176 us; each FMA then needs its own loads of
+// the input and filter elements, where a pose-row thread reuses each for 4.
 void capsconv_tuned(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 2, true, 1, 4, false}); }
 
 // tuned_co4: as tuned, but each thread holds 4 output capsule types (16
