@@ -8,55 +8,13 @@
 #include <cuda_runtime.h>
 
 #include "capsconv_checks.h"
+#include "cuda_test_support.h"
 
 using namespace halcaps;
 using namespace halcaps::testing;
 using reference::CapsConvShape;
 
 namespace {
-
-void cuda_ok(cudaError_t err) {
-    INFO(cudaGetErrorString(err));
-    REQUIRE(err == cudaSuccess);
-}
-
-// A device copy of a host vector, or NaN-filled (all-ones bytes) when `poison`.
-struct DeviceBuffer {
-    float *data = nullptr;
-    size_t count = 0;
-
-    DeviceBuffer(const std::vector<float> &host, bool poison) : count(host.size()) {
-        cuda_ok(cudaMalloc(&data, count * sizeof(float)));
-        if (poison) {
-            cuda_ok(cudaMemset(data, 0xFF, count * sizeof(float)));
-        } else {
-            cuda_ok(cudaMemcpy(data, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-        }
-    }
-    DeviceBuffer(const DeviceBuffer &) = delete;
-    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-    ~DeviceBuffer() { cudaFree(data); }
-    std::vector<float> download() const {
-        std::vector<float> host(count);
-        cuda_ok(cudaMemcpy(host.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost));
-        return host;
-    }
-    TensorView view(std::vector<int64_t> shape) const {
-        TensorView v;
-        v.data = data;
-        v.shape = std::move(shape);
-        v.space = MemorySpace::cuda;
-        return v;
-    }
-};
-
-Options cuda_options(const std::string &implementation, cudaStream_t stream = nullptr) {
-    Options o;
-    o.device = Device::cuda;
-    o.implementation = implementation;
-    o.cuda_stream = stream;
-    return o;
-}
 
 // The Halide CUDA implementations of `op` in this build (hand-written CUDA
 // peers, when built, have their own tests).
@@ -92,8 +50,8 @@ void check_on_device(const CapsConvShape &shape, const std::string &implementati
                      cudaStream_t stream) {
     CapsConvProblem p(shape);
     INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << implementation);
-    DeviceBuffer input(p.input, false), filter(p.filter, false), grad_output(p.grad_output, false);
-    DeviceBuffer output(p.output, true), grad_input(p.grad_input, true), grad_filter(p.grad_filter, true);
+    DeviceTensor input(p.input, false), filter(p.filter, false), grad_output(p.grad_output, false);
+    DeviceTensor output(p.output, true), grad_input(p.grad_input, true), grad_filter(p.grad_filter, true);
     const Options options = cuda_options(implementation, stream);
     const Status f = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()),
                               output.view(p.output_shape()), p.params(), options);
@@ -170,7 +128,7 @@ TEST_CASE("cuda capsconv: bad arguments on the cuda device give exact statuses",
     const Status unknown = capsconv(in, k, out, p.params(), cuda_options("simple"));
     REQUIRE(unknown.code == StatusCode::unknown_implementation);
     // A device tensor mixed with host ones on the cpu device is refused.
-    DeviceBuffer device_out(p.output, true);
+    DeviceTensor device_out(p.output, true);
     Options cpu;
     cpu.device = Device::cpu;
     REQUIRE(capsconv(in, k, device_out.view(p.output_shape()), p.params(), cpu).code ==

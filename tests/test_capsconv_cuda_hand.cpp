@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "capsconv_checks.h"
+#include "cuda_test_support.h"
 
 using namespace halcaps;
 using namespace halcaps::testing;
@@ -32,56 +33,12 @@ std::vector<std::string> hand_implementations() {
     return names;
 }
 
-Options cuda_options(const std::string &implementation, cudaStream_t stream = nullptr) {
-    Options options;
-    options.device = Device::cuda;
-    options.implementation = implementation;
-    options.cuda_stream = stream;
-    return options;
-}
-
-void cuda_ok(cudaError_t err) {
-    INFO(cudaGetErrorString(err));
-    REQUIRE(err == cudaSuccess);
-}
-
-// A device buffer holding `host` starting `offset` floats past a cudaMalloc'd
-// pointer (offset 1: only 4-byte aligned, so the kernels' scalar paths run),
-// or NaN when `poison`.
-struct DeviceBuffer {
-    float *base = nullptr, *data = nullptr;
-    size_t count = 0;
-
-    DeviceBuffer(const std::vector<float> &host, bool poison, int offset) : count(host.size()) {
-        cuda_ok(cudaMalloc(&base, (count + offset) * sizeof(float)));
-        data = base + offset;
-        if (poison) {
-            cuda_ok(cudaMemset(base, 0xFF, (count + offset) * sizeof(float)));  // all-ones bytes: NaN
-        } else {
-            cuda_ok(cudaMemcpy(data, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-        }
-    }
-    ~DeviceBuffer() { cudaFree(base); }
-    std::vector<float> download() const {
-        std::vector<float> host(count);
-        cuda_ok(cudaMemcpy(host.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost));
-        return host;
-    }
-    TensorView view(std::vector<int64_t> shape) const {
-        TensorView v;
-        v.data = data;
-        v.shape = std::move(shape);
-        v.space = MemorySpace::cuda;
-        return v;
-    }
-};
-
 void check_on_device(const reference::CapsConvShape &shape, const std::string &implementation, cudaStream_t stream,
                      int offset) {
     CapsConvProblem p(shape);
     INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << implementation
                  << ", device tensors, offset " << offset);
-    DeviceBuffer input(p.input, false, offset), filter(p.filter, false, offset), output(p.output, true, offset);
+    DeviceTensor input(p.input, false, offset), filter(p.filter, false, offset), output(p.output, true, offset);
     const Status s = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()),
                               output.view(p.output_shape()), p.params(), cuda_options(implementation, stream));
     INFO(s.message);

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "cuda_test_support.h"
 #include "digitcaps_checks.h"
 #include "test_support.h"
 
@@ -15,52 +16,11 @@ using namespace halcaps::testing;
 
 namespace {
 
-void cuda_ok(cudaError_t err) {
-    INFO(cudaGetErrorString(err));
-    REQUIRE(err == cudaSuccess);
-}
-
-// Device copy of a host vector; NaN-poisoned when `poison` is set.
-struct DeviceTensor {
-    float *data = nullptr;
-    size_t count = 0;
-
-    DeviceTensor(const std::vector<float> &host, bool poison) : count(host.size()) {
-        cuda_ok(cudaMalloc(&data, count * sizeof(float)));
-        if (poison) {
-            cuda_ok(cudaMemset(data, 0xFF, count * sizeof(float)));  // all-ones bytes: NaN
-        } else {
-            cuda_ok(cudaMemcpy(data, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-        }
-    }
-    ~DeviceTensor() { cudaFree(data); }
-    std::vector<float> download() const {
-        std::vector<float> host(count);
-        cuda_ok(cudaMemcpy(host.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost));
-        return host;
-    }
-    TensorView view(std::vector<int64_t> shape) const {
-        TensorView v;
-        v.data = data;
-        v.shape = std::move(shape);
-        v.space = MemorySpace::cuda;
-        return v;
-    }
-};
-
 // Every cuda implementation of an op ("predict" or "predict_backward") in this build.
 std::vector<std::string> cuda_implementations(const std::string &op) {
     auto names = implementations_for(op, Device::cuda);
     REQUIRE(!names.empty());
     return names;
-}
-
-Options cuda_options(const std::string &implementation, cudaStream_t stream = nullptr) {
-    Options options;
-    options.device = Device::cuda;
-    options.implementation = implementation;
-    options.cuda_stream = stream;
-    return options;
 }
 
 // predict or predict_backward (op) on device tensors, queued on `stream`.

@@ -10,50 +10,13 @@
 
 #include <algorithm>
 
+#include "cuda_test_support.h"
 #include "digitcaps_checks.h"
 #include "test_support.h"
 
 using namespace halcaps;
 using namespace halcaps::testing;
 using reference::DigitCapsShape;
-
-namespace {
-
-void cuda_check(cudaError_t err) {
-    INFO(cudaGetErrorString(err));
-    REQUIRE(err == cudaSuccess);
-}
-
-// A device copy of a host vector, NaN-poisoned when `poison` is set.
-struct DeviceVector {
-    float *data = nullptr;
-    size_t count = 0;
-    DeviceVector(const std::vector<float> &host, bool poison) : count(host.size()) {
-        cuda_check(cudaMalloc(&data, count * sizeof(float)));
-        if (poison) {
-            cuda_check(cudaMemset(data, 0xFF, count * sizeof(float)));
-        } else {
-            cuda_check(cudaMemcpy(data, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-        }
-    }
-    DeviceVector(const DeviceVector &) = delete;
-    DeviceVector &operator=(const DeviceVector &) = delete;
-    ~DeviceVector() { cudaFree(data); }
-    std::vector<float> download() const {
-        std::vector<float> host(count);
-        cuda_check(cudaMemcpy(host.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost));
-        return host;
-    }
-    TensorView view(std::vector<int64_t> shape) const {
-        TensorView v;
-        v.data = data;
-        v.shape = std::move(shape);
-        v.space = MemorySpace::cuda;
-        return v;
-    }
-};
-
-}  // namespace
 
 TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the defaults are the fastest measured", "[cuda][digitcaps]") {
     for (int iterations : {1, 3, 5}) {
@@ -145,27 +108,27 @@ TEST_CASE("cuda digitcaps: hard inputs (tiny and huge u, large logits)", "[cuda]
 
 TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digitcaps]") {
     cudaStream_t stream = nullptr;
-    cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (const DigitCapsShape &s : std::vector<DigitCapsShape>{{17, 33, 8, 10, 16}, {1, 1, 1, 1, 1}}) {
         DigitCapsProblem p(s);
-        DeviceVector u(p.u, false), W(p.W, false), b0(p.b0, false), grad_v(p.grad_v, false);
+        DeviceTensor u(p.u, false), W(p.W, false), b0(p.b0, false), grad_v(p.grad_v, false);
         Options o = device_options(Device::cuda);
         o.cuda_stream = stream;
         for (const auto &impl : implementations("digitcaps", 3, Device::cuda)) {
             INFO("digitcaps " << impl);
-            DeviceVector v(p.v, true);
+            DeviceTensor v(p.v, true);
             o.implementation = impl;
             const Status st = digitcaps(u.view({s.batch, s.in_caps, s.in_dim}),
                                         W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
                                         b0.view({s.in_caps, s.out_caps}), v.view({s.batch, s.out_caps, s.out_dim}), 3, o);
             INFO(st.message);
             REQUIRE(st.ok());
-            cuda_check(cudaStreamSynchronize(stream));
+            cuda_ok(cudaStreamSynchronize(stream));
             require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
         }
         for (const auto &impl : implementations("digitcaps_backward", 3, Device::cuda)) {
             INFO("digitcaps_backward " << impl);
-            DeviceVector gu(p.grad_u, true), gW(p.grad_W, true), gb0(p.grad_b0, true);
+            DeviceTensor gu(p.grad_u, true), gW(p.grad_W, true), gb0(p.grad_b0, true);
             o.implementation = impl;
             const Status st = digitcaps_backward(
                 u.view({s.batch, s.in_caps, s.in_dim}), W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
@@ -174,7 +137,7 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
                 gb0.view({s.in_caps, s.out_caps}), 3, o);
             INFO(st.message);
             REQUIRE(st.ok());
-            cuda_check(cudaStreamSynchronize(stream));
+            cuda_ok(cudaStreamSynchronize(stream));
             const auto ref =
                 reference::digitcaps_backward_f64(s, p.u.data(), p.W.data(), p.b0.data(), p.grad_v.data(), 3);
             require_close("grad_u", gu.download(), ref.grad_u, 1e-4);
@@ -182,5 +145,5 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
             require_close("grad_b0", gb0.download(), ref.grad_b0, 1e-4, max_abs(ref.grad_u));
         }
     }
-    cuda_check(cudaStreamDestroy(stream));
+    cuda_ok(cudaStreamDestroy(stream));
 }
