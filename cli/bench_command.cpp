@@ -101,21 +101,6 @@ std::vector<std::string> implementations_of(const std::string &op, Device device
     return names;
 }
 
-// How many copies of the inputs make their total exceed the last-level cache
-// twice over, so that timed calls do not find their inputs cached.
-int rotation_sets(Device device, double input_bytes) {
-    double cache_bytes = 64.0 * 1024 * 1024;  // CPU: a generous last-level cache
-#if HALCAPS_WITH_CUDA
-    if (device == Device::cuda) {
-        int device_id = 0, l2 = 0;
-        cudaGetDevice(&device_id);
-        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_id);
-        cache_bytes = l2;
-    }
-#endif
-    return std::clamp(static_cast<int>(std::ceil(2.0 * cache_bytes / input_bytes)), 1, 16);
-}
-
 // `sets` copies of the same input data (for rotation); copy 0 is used for checking.
 class InputSets {
 public:

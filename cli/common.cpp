@@ -149,6 +149,22 @@ Timing time_calls(Device device, int warmup, int repeats, const std::function<vo
     return t;
 }
 
+// The last-level cache is read from the device (L2) on CUDA; on the CPU a
+// generous 64 MB stands in for it.
+int rotation_sets(Device device, double input_bytes) {
+    double cache_bytes = 64.0 * 1024 * 1024;
+#if HALCAPS_WITH_CUDA
+    if (device == Device::cuda) {
+        int device_id = 0, l2 = 0;
+        if (cudaGetDevice(&device_id) == cudaSuccess &&
+            cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_id) == cudaSuccess) {
+            cache_bytes = l2;
+        }
+    }
+#endif
+    return std::clamp(static_cast<int>(std::ceil(2.0 * cache_bytes / input_bytes)), 1, 16);
+}
+
 double measured_copy_bandwidth_gbs(Device device) {
     const size_t bytes = device == Device::cuda ? (size_t(1) << 31) : (size_t(1) << 28);  // 2 GiB / 256 MiB
     Timing t;

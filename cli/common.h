@@ -56,6 +56,11 @@ struct Timing {
 };
 Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call);
 
+// How many copies of inputs of `input_bytes` make their total exceed the
+// device's last-level cache twice over (1 to 16), so that timed calls that
+// rotate through them do not find their inputs cached.
+int rotation_sets(Device device, double input_bytes);
+
 // Stops with a UsageError carrying the status message if a call failed.
 void check(const Status &status);
 

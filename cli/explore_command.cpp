@@ -19,10 +19,13 @@
 //       DIR/results.csv, DIR/results.json and DIR/best.txt (the best point as
 //       a line for schedules/kernels.cmake).
 //
-// `run` handles capsule prediction and both of its gradients
-// (capsule_predict, capsule_predict_grad_input, capsule_predict_grad_weight);
-// the rows of other operators are timed by `halcaps bench`, which runs the
-// same schedules built into the library.
+// `run` handles capsule prediction and both of its gradients, the DigitCaps
+// layer (digitcaps, digitcaps_fused: 3 routing iterations) and the capsule
+// convolution (cli/explore_problem.h); the rows of other operators (routing,
+// the backward passes) are timed by `halcaps bench`, which runs the same
+// schedules built into the library. Run times are measured as bench measures
+// them: inputs rotated past the last-level cache, CUDA events around each
+// call (in the point's own CUDA context), the median of --repeats calls.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,11 +36,11 @@
 #include <memory>
 #include <sstream>
 
-#include "capsule_prediction_reference.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/explore_compile.h"
 #include "cli/explore_kernel.h"
+#include "cli/explore_problem.h"
 #include "cli/explore_space.h"
 #include "cli/json.h"
 #include "cli/shapes.h"
@@ -215,7 +218,7 @@ void explore_build(const BuildArgs &a) {
 // -------------------------------------------------------------------- run --
 
 struct RunArgs {
-    std::string dir, shape = "mnist_b128";
+    std::string dir, shape;  // empty: mnist_b128, or layer for capsconv
     int warmup = 3, repeats = 10;
     uint64_t seed = 0;
     double budget_minutes = 0;
@@ -255,69 +258,29 @@ PointsFile read_points(const std::string &dir) {
             f.points.push_back(e);
         }
     }
-    if (f.op != "capsule_predict" && f.op != "capsule_predict_grad_input" && f.op != "capsule_predict_grad_weight") {
-        throw UsageError{dir + "/points.tsv: explore run handles capsule_predict and its gradients, not '" + f.op +
-                         "'; time its rows (built into the library) with `halcaps bench`"};
+    if (!explore_can_run(f.op)) {
+        throw UsageError{dir + "/points.tsv: explore run handles capsule_predict (and its gradients), digitcaps, "
+                         "digitcaps_fused and capsconv, not '" + f.op + "'; time its rows (built into the library) "
+                         "with `halcaps bench`"};
     }
     return f;
-}
-
-// The problem one operator of capsule prediction poses (DESIGN.md §1.1): two
-// inputs, one output, the float64 reference and its tolerance.
-struct Problem {
-    std::unique_ptr<Tensor> in0, in1, out;
-    std::vector<double> ref;
-    int64_t reduction = 0;  // the length of each output's sum, for the tolerance
-    double bytes = 0;       // the bytes floor: inputs read once, output written once
-};
-
-Problem make_problem(const std::string &op, const reference::PredictShape &s, std::mt19937_64 &rng) {
-    const std::vector<int64_t> u_shape{s.batch, s.in_caps, s.in_dim},
-        W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim}, g_shape{s.batch, s.in_caps, s.out_caps, s.out_dim};
-    Problem p;
-    auto tensor = [](const std::vector<int64_t> &shape) { return std::make_unique<Tensor>(shape, Device::cpu); };
-    if (op == "capsule_predict") {  // (u, W) -> u_hat
-        p.in0 = tensor(u_shape), p.in1 = tensor(W_shape), p.out = tensor(g_shape);
-    } else if (op == "capsule_predict_grad_input") {  // (g, W) -> grad_u
-        p.in0 = tensor(g_shape), p.in1 = tensor(W_shape), p.out = tensor(u_shape);
-    } else {  // capsule_predict_grad_weight: (g, u) -> grad_W
-        p.in0 = tensor(g_shape), p.in1 = tensor(u_shape), p.out = tensor(W_shape);
-    }
-    p.in0->fill_normal(rng);
-    p.in1->fill_normal(rng);
-    const float *a = p.in0->host().data(), *b = p.in1->host().data();
-    if (op == "capsule_predict") {
-        p.ref = reference::predict_f64(s, a, b);
-        p.reduction = s.in_dim;
-    } else if (op == "capsule_predict_grad_input") {
-        p.ref = reference::predict_grad_input_f64(s, a, b);
-        p.reduction = s.out_caps * s.out_dim;
-    } else {
-        p.ref = reference::predict_grad_weight_f64(s, a, b);
-        p.reduction = s.batch;
-    }
-    p.bytes = 4.0 * (p.in0->size() + p.in1->size() + p.out->size());
-    return p;
 }
 
 struct Result {
     std::string name, autoscheduler;
     double compile_s = 0, compile_cpu_s = std::nan("");
     bool valid = false;
-    double us = std::nan(""), gbs = std::nan("");
+    double us = std::nan(""), gbs = std::nan(""), gflops = std::nan("");
     std::string check;  // the comparison's summary or the error
 };
 
-// Checks and times one point on host buffers. For CUDA points the kernel's
-// runtime copies the inputs to the device on the first call (they are marked
-// host-dirty) and keeps them and the output there, so timed calls move no
-// data over PCIe; each timed call ends with a device sync and is timed on the
-// host clock (CUDA events would need the context the point's own runtime
-// created, which the tool cannot see), so a launch's latency is included. Inputs are not
-// rotated past the cache as in `halcaps bench`: the output (94 MB at MNIST
-// b128) dominates the traffic, and exploration ranks points rather than
-// reporting final numbers.
-Result run_point(const PointsFile::Entry &e, const RunArgs &a, Problem &p) {
+// Checks and times one point. Inputs are host buffers marked dirty: for
+// CUDA points the kernel's runtime copies each input set to the device on
+// its first use and keeps it there, so timed calls move no data over PCIe.
+// The output is poisoned with NaN (on the device too) before the checked
+// call. Timed calls rotate through the input sets, as `halcaps bench` does,
+// and CUDA points are timed with events in the point's own context.
+Result run_point(const PointsFile::Entry &e, const RunArgs &a, ExploreProblem &p, bool cuda) {
     Result r;
     r.name = e.name;
     r.autoscheduler = e.autoscheduler;
@@ -327,43 +290,62 @@ Result run_point(const PointsFile::Entry &e, const RunArgs &a, Problem &p) {
         r.check = e.error;
         return r;
     }
-    LoadedKernel kernel(e.library, e.function);
-    detail::HalideTensor tu(p.in0->view()), tW(p.in1->view()), tout(p.out->view());
-    tu.raw()->set_host_dirty(true);
-    tW.raw()->set_host_dirty(true);
-    p.out->poison();
-    auto release = [&] {
-        kernel.device_free(tu.raw());
-        kernel.device_free(tW.raw());
-        kernel.device_free(tout.raw());
+    LoadedKernel kernel(e.library, e.function, static_cast<int>(p.scalars.size()),
+                        static_cast<int>(p.input_count()) + 1);
+    std::vector<std::vector<std::unique_ptr<detail::HalideTensor>>> sets;
+    for (auto &set : p.input_sets) {
+        sets.emplace_back();
+        for (auto &tensor : set) {
+            sets.back().push_back(std::make_unique<detail::HalideTensor>(tensor->view()));
+            sets.back().back()->raw()->set_host_dirty(true);
+        }
+    }
+    detail::HalideTensor out(p.output->view());
+    auto buffers = [&](int n) {
+        std::vector<halide_buffer_t *> b;
+        for (auto &t : sets[n % sets.size()]) b.push_back(t->raw());
+        b.push_back(out.raw());
+        return b;
     };
-    int rc = kernel.call(tu.raw(), tW.raw(), tout.raw());
-    if (rc == 0) rc = kernel.sync(tout.raw());
-    if (rc == 0) rc = kernel.copy_to_host(tout.raw());
+    auto release = [&] {
+        for (auto &set : sets) {
+            for (auto &t : set) kernel.device_free(t->raw());
+        }
+        kernel.device_free(out.raw());
+    };
+    p.output->poison();
+    int rc = kernel.call(p.scalars, buffers(0));  // allocates the output (on the device for CUDA)
+    if (rc == 0 && cuda) {
+        p.output->poison();
+        rc = kernel.copy_to_device(out.raw());
+        if (rc == 0) rc = kernel.call(p.scalars, buffers(0));
+    }
+    if (rc == 0) rc = kernel.sync(out.raw());
+    if (rc == 0) rc = kernel.copy_to_host(out.raw());
     if (rc != 0) {
         release();
         r.check = "kernel failed (Halide error " + std::to_string(rc) + ")";
         return r;
     }
-    const auto c = reference::compare(p.out->host().data(), p.ref, reference::float32_sum_tolerance(p.reduction));
+    const auto c = reference::compare(p.output->host().data(), p.ref, p.tolerance);
     r.valid = c.passed;
     r.check = c.summary();
     if (r.valid) {
-        const Timing t = time_calls(Device::cpu, a.warmup, a.repeats, [&] {
-            if (kernel.call(tu.raw(), tW.raw(), tout.raw()) != 0 || kernel.sync(tout.raw()) != 0) {
+        const Timing t = kernel.time(cuda, a.warmup, a.repeats, [&](int n) {
+            if (kernel.call(p.scalars, buffers(n)) != 0 || kernel.sync(out.raw()) != 0) {
                 throw UsageError{e.name + ": kernel failed while timing"};
             }
         });
         r.us = t.median_us;
         r.gbs = p.bytes / (r.us * 1e3);
+        r.gflops = p.flops / (r.us * 1e3);
     }
     release();
     return r;
 }
 
-void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shape, const std::vector<Result> &rows,
+void write_results(const RunArgs &a, const PointsFile &f, const ExploreProblem &p, const std::vector<Result> &rows,
                    const Result *best) {
-    const auto &s = shape.s;
     // The knob columns are those of the space's points; the other rows
     // (autoschedulers, named schedules) leave them empty.
     std::vector<std::string> knob_names;
@@ -375,7 +357,7 @@ void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shap
     std::ofstream csv(a.dir + "/results.csv");
     csv << "point";
     for (const auto &k : knob_names) csv << "," << k;
-    csv << ",compile_s,valid,us,gbs,autoscheduler,compile_cpu_s\n";
+    csv << ",compile_s,valid,us,gbs,autoscheduler,compile_cpu_s,gflops\n";
     for (const auto &r : rows) {
         csv << "\"" << r.name << "\"";
         const auto knobs = knobs_of(r.name);
@@ -384,15 +366,15 @@ void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shap
             if (k < knobs.size()) csv << knobs[k].second;
         }
         csv << "," << json_number(r.compile_s) << "," << (r.valid ? 1 : 0) << "," << json_number(r.us) << ","
-            << json_number(r.gbs) << "," << r.autoscheduler << "," << json_number(r.compile_cpu_s) << "\n";
+            << json_number(r.gbs) << "," << r.autoscheduler << "," << json_number(r.compile_cpu_s) << ","
+            << json_number(r.gflops) << "\n";
     }
 
     std::ofstream json(a.dir + "/results.json");
     json << "{\n  \"operator\": " << json_string(f.op) << ",\n  \"device\": " << json_string(f.device)
          << ",\n  \"target\": " << json_string(f.target) << ",\n  \"space\": " << json_string(f.space)
-         << ",\n  \"shape\": {\"name\": " << json_string(shape.name) << ", \"B\": " << s.batch
-         << ", \"I\": " << s.in_caps << ", \"K\": " << s.in_dim << ", \"J\": " << s.out_caps
-         << ", \"E\": " << s.out_dim << "},\n  \"repeats\": " << a.repeats
+         << ",\n  \"shape\": {\"name\": " << json_string(p.shape_name) << ", " << p.shape_json.substr(1)
+         << ",\n  \"repeats\": " << a.repeats
          << ",\n  \"best\": " << (best ? json_string(best->name) : "null") << ",\n  \"points\": [";
     for (size_t n = 0; n < rows.size(); n++) {
         const auto &r = rows[n];
@@ -406,6 +388,7 @@ void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shap
              << ", \"compile_cpu_s\": " << json_number(r.compile_cpu_s)
              << ", \"valid\": " << (r.valid ? "true" : "false")
              << ", \"us\": " << json_number(r.us) << ", \"gbs\": " << json_number(r.gbs)
+             << ", \"gflops\": " << json_number(r.gflops)
              << ", \"check\": " << json_string(r.check) << "}";
     }
     json << "\n  ]\n}\n";
@@ -415,7 +398,7 @@ void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shap
         txt << "# no valid point\n";
         return;
     }
-    txt << "# best of " << rows.size() << " points on " << shape.name << " (" << f.device << ", " << f.target
+    txt << "# best of " << rows.size() << " points on " << p.shape_name << " (" << f.device << ", " << f.target
         << "): " << json_number(best->us) << " us, " << json_number(best->gbs) << " GB/s\n# knobs:";
     for (const auto &k : knobs_of(best->name)) txt << " " << k.first << "=" << k.second;
     txt << "\n# for schedules/kernels.cmake (built there for the build's targets, not only this one):\n";
@@ -431,13 +414,14 @@ void write_results(const RunArgs &a, const PointsFile &f, const BenchShape &shap
 
 void explore_run(const RunArgs &a) {
     const PointsFile f = read_points(a.dir);
-    const BenchShape shape = parse_shape(a.shape);
-    const auto &s = shape.s;
+    const bool cuda = f.device == "cuda";
+    const std::string shape = !a.shape.empty() ? a.shape : f.op == "capsconv" ? "layer" : "mnist_b128";
     std::mt19937_64 rng(a.seed);
-    Problem problem = make_problem(f.op, s, rng);
+    ExploreProblem problem = make_explore_problem(f.op, shape, cuda ? Device::cuda : Device::cpu, rng);
 
-    std::printf("explore run: %s on %s, shape %s, %zu points (%s), %d repeats\n", f.op.c_str(), f.device.c_str(),
-                shape.name.c_str(), f.points.size(), f.target.c_str(), a.repeats);
+    std::printf("explore run: %s on %s, shape %s, %zu points (%s), %d repeats, %zu input sets rotated\n",
+                f.op.c_str(), f.device.c_str(), problem.shape_name.c_str(), f.points.size(), f.target.c_str(),
+                a.repeats, problem.input_sets.size());
     const auto t0 = Clock::now();
     std::vector<Result> rows;
     const Result *best = nullptr;
@@ -446,7 +430,7 @@ void explore_run(const RunArgs &a) {
             std::printf("budget of %.3g min spent: %zu points not run\n", a.budget_minutes, f.points.size() - n);
             break;
         }
-        rows.push_back(run_point(f.points[n], a, problem));
+        rows.push_back(run_point(f.points[n], a, problem, cuda));
         best = nullptr;
         for (const auto &r : rows) {
             if (r.valid && (best == nullptr || r.us < best->us)) best = &r;
@@ -454,13 +438,14 @@ void explore_run(const RunArgs &a) {
         const Result &r = rows.back();
         const double elapsed = seconds_since(t0);
         const double left = elapsed / (n + 1) * (f.points.size() - n - 1);
+        const char *verdict = r.valid ? "ok   " : r.check.find("failed") != std::string::npos ? "ERROR" : "WRONG";
         std::printf("[%zu/%zu] %-44s %s %10.1f us %7.1f GB/s | best %.1f us | elapsed %s, ~%s left\n", n + 1,
-                    f.points.size(), r.name.c_str(), r.valid ? "ok   " : std::isnan(r.us) && r.check.find("failed") != std::string::npos ? "ERROR" : "WRONG", r.us, r.gbs,
+                    f.points.size(), r.name.c_str(), verdict, r.us, r.gbs,
                     best ? best->us : std::nan(""), duration(elapsed).c_str(), duration(left).c_str());
         if (!r.valid) std::printf("        %s\n", r.check.c_str());
         std::fflush(stdout);
     }
-    write_results(a, f, shape, rows, best);
+    write_results(a, f, problem, rows, best);
     if (best != nullptr) {
         std::printf("best: %s  %.1f us  %.1f GB/s\nwrote %s/results.csv, results.json, best.txt\n", best->name.c_str(),
                     best->us, best->gbs, a.dir.c_str());
@@ -502,7 +487,9 @@ void add_explore_command(CLI::App &app) {
     CLI::App *run = explore->add_subcommand(
         "run", "Check each compiled point against the float64 reference, time it, write results and the best point.");
     run->add_option("dir", r->dir, "work directory of `explore build`")->required();
-    run->add_option("--shape", r->shape, "mnist_b128, mnist_b512, wide_b32 or B:I:K:J:E")->capture_default_str();
+    run->add_option("--shape", r->shape,
+                    "mnist_b128 (default), mnist_b512, wide_b32 or B:I:K:J:E; for capsconv layer (default), seed, "
+                    "stride2 or n:H:W:ci:k:co:stride:pad");
     run->add_option("--warmup", r->warmup, "untimed calls per point")->capture_default_str()->check(CLI::NonNegativeNumber);
     run->add_option("--repeats", r->repeats, "timed calls per point (the median is kept)")
         ->capture_default_str()

@@ -169,16 +169,18 @@ CompiledPoint compile_point(const CompileTools &tools, const std::string &op, co
     }
 
     // Each .so carries its own copy of the Halide runtime (built once per
-    // target) and exports only the kernel and the few runtime entry points
-    // the tool calls; everything else is local (version script) and bound
-    // inside the .so (-Bsymbolic). So a point never resolves halide_*
+    // target) and exports only the kernel (with its _argv entry point and
+    // metadata) and the few runtime entry points the tool calls
+    // (cli/explore_kernel.h); everything else is local (version script) and
+    // bound inside the .so (-Bsymbolic). So a point never resolves halide_*
     // symbols against the halcaps executable, whose runtime may be built for
     // another target (no CUDA in a CPU-only build): a point built here runs
     // under any halcaps build. The price, a few hundred KB per .so, is small.
     const std::string map = dir + "/" + function + ".map";
-    std::ofstream(map) << "{ global: " << function
-                       << "; halide_copy_to_host; halide_device_sync; halide_device_free; halide_set_error_handler;"
-                       << " local: *; };\n";
+    std::ofstream(map) << "{ global: " << function << "; " << function << "_argv; " << function << "_metadata;"
+                       << " halide_copy_to_host; halide_copy_to_device; halide_device_sync; halide_device_free;"
+                       << " halide_set_error_handler; halide_cuda_device_interface; halide_cuda_acquire_context;"
+                       << " halide_cuda_release_context; local: *; };\n";
     t0 = std::chrono::steady_clock::now();
     rc = run_logged({tools.cxx, "-shared", "-o", c.library, dir + "/" + function + ".o", runtime_object,
                      "-Wl,--version-script=" + map, "-Wl,-Bsymbolic", "-lpthread", "-ldl"},

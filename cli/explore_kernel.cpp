@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
-
-#include "cli/common.h"
 
 namespace halcaps::cli {
 
@@ -26,16 +26,80 @@ void look_up(void *handle, const std::string &library, const char *name, F *out)
     if (*out == nullptr) throw UsageError{library + ": no symbol " + name};
 }
 
+template <typename F>
+void look_up_optional(void *handle, const char *name, F *out) {
+    *out = reinterpret_cast<F>(dlsym(handle, name));
+}
+
+// The few CUDA driver entry points that time a point with events. The tool
+// opens libcuda itself (as Halide's runtime does) so that it still runs, and
+// times CPU points, on machines without a CUDA driver.
+struct CudaEvents {
+    using Event = void *;
+    int (*ctx_push)(void *) = nullptr;
+    int (*ctx_pop)(void **) = nullptr;
+    int (*event_create)(Event *, unsigned) = nullptr;
+    int (*event_record)(Event, void *) = nullptr;
+    int (*event_synchronize)(Event) = nullptr;
+    int (*event_elapsed)(float *, Event, Event) = nullptr;
+    int (*event_destroy)(Event) = nullptr;
+
+    static const CudaEvents &get() {
+        static const CudaEvents events = [] {
+            CudaEvents e;
+            void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+            if (lib == nullptr) throw UsageError{"timing a CUDA point needs libcuda.so.1: " + std::string(dlerror())};
+            const std::string name = "libcuda.so.1";
+            look_up(lib, name, "cuCtxPushCurrent_v2", &e.ctx_push);
+            look_up(lib, name, "cuCtxPopCurrent_v2", &e.ctx_pop);
+            look_up(lib, name, "cuEventCreate", &e.event_create);
+            look_up(lib, name, "cuEventRecord", &e.event_record);
+            look_up(lib, name, "cuEventSynchronize", &e.event_synchronize);
+            look_up(lib, name, "cuEventElapsedTime", &e.event_elapsed);
+            look_up(lib, name, "cuEventDestroy_v2", &e.event_destroy);
+            return e;
+        }();
+        return events;
+    }
+};
+
+void cuda_check(int result, const char *what) {
+    if (result != 0) throw UsageError{std::string(what) + " failed (CUDA driver error " + std::to_string(result) + ")"};
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 }  // namespace
 
-LoadedKernel::LoadedKernel(const std::string &library, const std::string &function) {
+LoadedKernel::LoadedKernel(const std::string &library, const std::string &function, int scalars, int buffers) {
     // RTLD_LOCAL: each point's runtime copy stays private to its .so.
     handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle_ == nullptr) throw UsageError{std::string("cannot load ") + library + ": " + dlerror()};
-    look_up(handle_, library, function.c_str(), &function_);
+    look_up(handle_, library, (function + "_argv").c_str(), &function_argv_);
+    const halide_filter_metadata_t *(*metadata)() = nullptr;
+    look_up(handle_, library, (function + "_metadata").c_str(), &metadata);
+    int found_scalars = 0, found_buffers = 0;
+    for (int n = 0; n < metadata()->num_arguments; n++) {
+        const halide_filter_argument_t &arg = metadata()->arguments[n];
+        if (std::string(arg.name) == "__user_context") continue;
+        (arg.kind == halide_argument_kind_input_scalar ? found_scalars : found_buffers)++;
+    }
+    if (found_scalars != scalars || found_buffers != buffers) {
+        throw UsageError{library + ": " + function + " takes " + std::to_string(found_scalars) + " scalars and " +
+                         std::to_string(found_buffers) + " buffers, the operator " + std::to_string(scalars) +
+                         " and " + std::to_string(buffers)};
+    }
     look_up(handle_, library, "halide_copy_to_host", &copy_to_host_);
+    look_up(handle_, library, "halide_copy_to_device", &copy_to_device_);
     look_up(handle_, library, "halide_device_sync", &device_sync_);
     look_up(handle_, library, "halide_device_free", &device_free_);
+    look_up_optional(handle_, "halide_cuda_device_interface", &cuda_interface_);
+    look_up_optional(handle_, "halide_cuda_acquire_context", &acquire_context_);
+    look_up_optional(handle_, "halide_cuda_release_context", &release_context_);
     using Handler = void (*)(void *, const char *);
     Handler (*set_error_handler)(Handler) = nullptr;
     look_up(handle_, library, "halide_set_error_handler", &set_error_handler);
@@ -48,8 +112,14 @@ LoadedKernel::~LoadedKernel() {
     if (handle_ != nullptr) dlclose(handle_);
 }
 
-int LoadedKernel::call(halide_buffer_t *u, halide_buffer_t *W, halide_buffer_t *u_hat) const {
-    return function_(nullptr, u, W, u_hat);
+int LoadedKernel::call(const std::vector<int32_t> &scalars, const std::vector<halide_buffer_t *> &buffers) const {
+    // The _argv entry point takes a pointer per argument: to the value for
+    // scalars (the user context first), the buffer itself for buffers.
+    void *user_context = nullptr;
+    std::vector<void *> args{&user_context};
+    for (const int32_t &s : scalars) args.push_back(const_cast<int32_t *>(&s));
+    for (halide_buffer_t *b : buffers) args.push_back(b);
+    return function_argv_(args.data());
 }
 
 int LoadedKernel::sync(halide_buffer_t *buffer) const {
@@ -59,8 +129,62 @@ int LoadedKernel::sync(halide_buffer_t *buffer) const {
 
 int LoadedKernel::copy_to_host(halide_buffer_t *buffer) const { return copy_to_host_(nullptr, buffer); }
 
+int LoadedKernel::copy_to_device(halide_buffer_t *buffer) const {
+    if (cuda_interface_ == nullptr) return 0;
+    buffer->set_host_dirty(true);
+    return copy_to_device_(nullptr, buffer, cuda_interface_());
+}
+
 void LoadedKernel::device_free(halide_buffer_t *buffer) const {
     if (buffer->device != 0) device_free_(nullptr, buffer);
+}
+
+Timing LoadedKernel::time(bool cuda, int warmup, int repeats, const std::function<void(int)> &call) const {
+    int n = 0;
+    for (; n < warmup; n++) call(n);
+    std::vector<double> us;
+    if (cuda) {
+        if (acquire_context_ == nullptr || release_context_ == nullptr) {
+            throw UsageError{"a CUDA point's library exports no halide_cuda_acquire_context"};
+        }
+        const CudaEvents &cu = CudaEvents::get();
+        void *context = nullptr;
+        if (acquire_context_(nullptr, &context, true) != 0) throw UsageError{"the point's CUDA context is unusable"};
+        // Released at once: some runtimes hold a lock until the release, and
+        // every call of the kernel acquires the context again. The context
+        // itself lives as long as the library stays loaded.
+        release_context_(nullptr);
+        // The runtime launches on the default stream of its own context
+        // (halide_cuda_get_stream's default), so the events go there too.
+        cuda_check(cu.ctx_push(context), "cuCtxPushCurrent");
+        CudaEvents::Event start = nullptr, stop = nullptr;
+        cuda_check(cu.event_create(&start, 0), "cuEventCreate");
+        cuda_check(cu.event_create(&stop, 0), "cuEventCreate");
+        for (int r = 0; r < repeats; r++, n++) {
+            cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
+            call(n);
+            cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
+            cuda_check(cu.event_synchronize(stop), "cuEventSynchronize");
+            float ms = 0;
+            cuda_check(cu.event_elapsed(&ms, start, stop), "cuEventElapsedTime");
+            us.push_back(1000.0 * ms);
+        }
+        cu.event_destroy(start);
+        cu.event_destroy(stop);
+        void *popped = nullptr;
+        cu.ctx_pop(&popped);
+    } else {
+        for (int r = 0; r < repeats; r++, n++) {
+            const auto t0 = std::chrono::steady_clock::now();
+            call(n);
+            us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+    }
+    Timing t;
+    t.repeats = repeats;
+    t.median_us = median_of(us);
+    t.min_us = *std::min_element(us.begin(), us.end());
+    return t;
 }
 
 }  // namespace halcaps::cli

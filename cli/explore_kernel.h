@@ -1,36 +1,60 @@
 // A point's kernel loaded from the shared object `halcaps explore build`
-// wrote: the generated function and the runtime entry points it exports.
+// wrote: the generated function (called through its `_argv` entry point, so
+// any operator's arguments fit), its metadata, and the runtime entry points
+// the shared object exports. Each shared object carries its own copy of
+// Halide's runtime and, for CUDA points, its own CUDA context.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "HalideRuntime.h"
+#include "cli/common.h"
 
 namespace halcaps::cli {
 
 class LoadedKernel {
 public:
-    // dlopen(RTLD_LOCAL) and look the symbols up; throws UsageError on failure.
-    LoadedKernel(const std::string &library, const std::string &function);
+    // dlopen(RTLD_LOCAL) and look the symbols up; throws UsageError on failure,
+    // or when the function does not take `scalars` int32 arguments followed
+    // by `buffers` buffers (as read from its metadata).
+    LoadedKernel(const std::string &library, const std::string &function, int scalars, int buffers);
     ~LoadedKernel();
     LoadedKernel(const LoadedKernel &) = delete;
     LoadedKernel &operator=(const LoadedKernel &) = delete;
 
-    // The generated function on (u, W, u_hat); returns Halide's error code.
-    int call(halide_buffer_t *u, halide_buffer_t *W, halide_buffer_t *u_hat) const;
+    // The generated function on the int32 scalars, then the buffers (inputs,
+    // then the output); returns Halide's error code.
+    int call(const std::vector<int32_t> &scalars, const std::vector<halide_buffer_t *> &buffers) const;
     // Waits for the device (a no-op for CPU kernels).
     int sync(halide_buffer_t *buffer) const;
     // Brings a device result back into its host memory (no-op on the CPU).
     int copy_to_host(halide_buffer_t *buffer) const;
+    // Copies the host contents to the device the kernel's runtime uses (CUDA
+    // points; a no-op on the CPU), so a poisoned output is poisoned there too.
+    int copy_to_device(halide_buffer_t *buffer) const;
     // Frees the device allocation the kernel's runtime made for `buffer`.
     void device_free(halide_buffer_t *buffer) const;
 
+    // Median and minimum of `repeats` calls of `call(n)` (n = 0, 1, ... after
+    // `warmup` untimed ones). CUDA points are timed with CUDA events recorded
+    // on the default stream of the point's own context, around each call, as
+    // `halcaps bench` times library calls; CPU points on the host clock.
+    Timing time(bool cuda, int warmup, int repeats, const std::function<void(int)> &call) const;
+
 private:
     void *handle_ = nullptr;
-    int (*function_)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *) = nullptr;
+    int (*function_argv_)(void **) = nullptr;
     int (*copy_to_host_)(void *, halide_buffer_t *) = nullptr;
+    int (*copy_to_device_)(void *, halide_buffer_t *, const halide_device_interface_t *) = nullptr;
     int (*device_sync_)(void *, halide_buffer_t *) = nullptr;
     int (*device_free_)(void *, halide_buffer_t *) = nullptr;
+    // CUDA points only (null otherwise).
+    const halide_device_interface_t *(*cuda_interface_)() = nullptr;
+    int (*acquire_context_)(void *, void **, bool) = nullptr;
+    int (*release_context_)(void *) = nullptr;
 };
 
 }  // namespace halcaps::cli

@@ -49,10 +49,10 @@ if (NOT count EQUAL 5)
     message(FATAL_ERROR "grad results.csv: expected a header and 4 rows, got:\n${rows}")
 endif ()
 foreach (row IN LISTS rows)
-    if (NOT row MATCHES "^point,tile_i,compile_s,valid,us,gbs,autoscheduler,compile_cpu_s$"
-        AND NOT row MATCHES "^\"space:tile_i=(1|8)\",(1|8),[0-9.e+-]+,1,[^,]+,[^,]+,,[0-9.e+-]+$"
-        AND NOT row MATCHES "^\"cpu\",,[0-9.e+-]+,1,[^,]+,[^,]+,,[0-9.e+-]+$"
-        AND NOT row MATCHES "^\"auto_mullapudi2016\",,[0-9.e+-]+,1,[^,]+,[^,]+,Mullapudi2016,[0-9.e+-]+$")
+    if (NOT row MATCHES "^point,tile_i,compile_s,valid,us,gbs,autoscheduler,compile_cpu_s,gflops$"
+        AND NOT row MATCHES "^\"space:tile_i=(1|8)\",(1|8),[0-9.e+-]+,1,[^,]+,[^,]+,,[0-9.e+-]+,[0-9.e+-]+$"
+        AND NOT row MATCHES "^\"cpu\",,[0-9.e+-]+,1,[^,]+,[^,]+,,[0-9.e+-]+,[0-9.e+-]+$"
+        AND NOT row MATCHES "^\"auto_mullapudi2016\",,[0-9.e+-]+,1,[^,]+,[^,]+,Mullapudi2016,[0-9.e+-]+,[0-9.e+-]+$")
         message(FATAL_ERROR "grad results.csv: a row is missing, not valid or malformed: ${row}")
     endif ()
 endforeach ()
@@ -60,6 +60,31 @@ file(READ "${WORK_DIR}/grad/points.json" points)
 if (NOT points MATCHES "\"autoscheduler\": \"Mullapudi2016\"")
     message(FATAL_ERROR "grad points.json: the autoscheduler row is not marked:\n${points}")
 endif ()
+
+# The DigitCaps layer (3 routing iterations, b0 given) and the capsule
+# convolution (stride 2, padding, odd sizes, co > 1) as explore rows: each
+# is checked against the float64 reference and timed; every row valid.
+run_ok(explore build --op digitcaps --device cpu --schedule cpu --out "${WORK_DIR}/digitcaps")
+run_ok(explore run "${WORK_DIR}/digitcaps" --shape 3:7:5:4:9 --repeats 2 --warmup 1)
+run_ok(explore build --op capsconv --device cpu --schedule cpu --schedule cpu_co4 --out "${WORK_DIR}/capsconv")
+run_ok(explore run "${WORK_DIR}/capsconv" --shape 2:9:11:3:3:5:2:1 --repeats 2 --warmup 1)
+foreach (op IN ITEMS digitcaps capsconv)
+    file(STRINGS "${WORK_DIR}/${op}/results.csv" rows)
+    list(LENGTH rows count)
+    if (op STREQUAL "digitcaps")
+        set(expected 2)
+    else ()
+        set(expected 3)
+    endif ()
+    if (NOT count EQUAL expected)
+        message(FATAL_ERROR "${op} results.csv: expected ${expected} lines, got:\n${rows}")
+    endif ()
+    foreach (row IN LISTS rows)
+        if (NOT row MATCHES "^point," AND NOT row MATCHES "^\"cpu(_co4)?\",[0-9.e+-]+,1,[0-9.e+-]+,")
+            message(FATAL_ERROR "${op} results.csv: a row is not valid: ${row}")
+        endif ()
+    endforeach ()
+endforeach ()
 
 # An operator without a space: only the extra rows are built (not run).
 run_ok(explore build --op capsule_predict_grad_weight --device cpu --schedule cpu --out "${WORK_DIR}/rows")
