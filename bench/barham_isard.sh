@@ -14,14 +14,23 @@
 #   3. `halcaps bench --device DEVICE` (MNIST b128), and on the CPU the naive
 #      loops again under OMP_NUM_THREADS=1 (Barham & Isard's plain "gcc" row);
 #   4. the table: OUT_DIR/barham-isard-DEVICE.md.
-# Nothing here needs a GPU for the CPU table; the CUDA points compile on any
-# machine but run on the GPU. With REUSE=1, explore directories and bench
-# files already in OUT_DIR are kept (to finish an interrupted run).
+# Nothing here needs a GPU for the CPU table. The GPU machine has no Halide
+# and no compiler, so there the work is split with STEP:
+#   STEP=build bench/barham_isard.sh cuda OUT_DIR   # build machine: 1, and 2's builds
+#   STEP=run   bench/barham_isard.sh cuda OUT_DIR   # GPU machine: 2's runs, 3, 4
+# (the points are self-contained shared objects that travel in OUT_DIR).
+# STEP=all (the default) does everything on one machine. With REUSE=1,
+# explore builds and runs and bench files already in OUT_DIR are kept (to
+# finish an interrupted run).
 set -euo pipefail
 device=${1:?usage: bench/barham_isard.sh cpu|cuda OUT_DIR [REPEATS]}
 out=${2:?usage: bench/barham_isard.sh cpu|cuda OUT_DIR [REPEATS]}
 repeats=${3:-20}
-halcaps=build/halcaps
+step=${STEP:-all}
+case "$step" in all | build | run) ;; *) echo "STEP must be all, build or run" >&2; exit 2 ;; esac
+building() { [ "$step" != run ]; }
+running() { [ "$step" != build ]; }
+halcaps=${HALCAPS:-build/halcaps}  # another build of the tool, e.g. one carried to the GPU machine
 python=${PYTHON:-python3}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -41,6 +50,7 @@ time_compile() {
     t1=$(date +%s%N)
     awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.2f\n", ns / 1e9 }'
 }
+if building; then
 {
     echo "{"
     echo "  \"naive-openmp\": $(time_compile CMakeFiles/halcaps_reference.dir/reference/capsule_prediction_naive_openmp.cpp.o)"
@@ -53,44 +63,54 @@ time_compile() {
 } > "$out/compile_times.json"
 rm -f "$out/timed.o"
 log "compile times of the C++/CUDA files: $(tr -d '\n' < "$out/compile_times.json")"
+fi
 
 # --- 2. explore ------------------------------------------------------------
 hand=cpu
 [ "$device" = cuda ] && hand=tuned
 explore_dirs=()
-explore() {  # explore NAME ARGS...: build (and run, for capsule prediction)
-    local name=$1
+explore() {  # explore NAME ARGS...: build the rows (STEP build/all), run them (run/all)
+    local name=$1 dir="$out/explore-$1" shape=mnist_b128
     shift
-    explore_dirs+=(--explore "$out/explore-$name")
-    local done_file=points.json
-    case "$name" in capsule_predict*) done_file=results.json ;; esac
-    if [ "${REUSE:-0}" = 1 ] && [ -f "$out/explore-$name/$done_file" ]; then
-        log "explore $name: kept"
-        return
+    explore_dirs+=(--explore "$dir")
+    [ "$name" = capsconv ] && shape=layer
+    if building; then
+        if [ "${REUSE:-0}" = 1 ] && [ -f "$dir/points.json" ]; then
+            log "explore build $name: kept"
+        else
+            log "explore build $name: $*"
+            "$halcaps" explore build "$@" --out "$dir" | tail -n 2
+        fi
     fi
-    log "explore build $name: $*"
-    "$halcaps" explore build "$@" --autoscheduler all --out "$out/explore-$name" | tail -n 3
-    case "$name" in
-        capsule_predict*) "$halcaps" explore run "$out/explore-$name" --shape mnist_b128 --repeats "$repeats" | tail -n 2 ;;
-    esac
+    if running; then
+        if [ "${REUSE:-0}" = 1 ] && [ -f "$dir/results.json" ]; then
+            log "explore run $name: kept"
+        else
+            log "explore run $name ($shape)"
+            "$halcaps" explore run "$dir" --shape "$shape" --repeats "$repeats" | tail -n 3
+        fi
+    fi
 }
 space() { echo "schedules/spaces/$1_$device.space"; }
 for op in capsule_predict capsule_predict_grad_input capsule_predict_grad_weight; do
     if [ -f "$(space $op)" ]; then
-        explore "$op" --space "$(space $op)" --schedule "$hand"
+        explore "$op" --space "$(space $op)" --schedule "$hand" --autoscheduler all
     else
-        explore "$op" --op "$op" --device "$device" --schedule "$hand"
+        explore "$op" --op "$op" --device "$device" --schedule "$hand" --autoscheduler all
     fi
 done
-# The hand-tuned schedules of the other operators: cpu on the CPU; on CUDA
-# the layer's stage_per_kernel and capsconv's tuned (when built).
+# The other operators' hand-tuned schedules and autoscheduled rows: cpu on
+# the CPU; on CUDA the layer's stage_per_kernel (and the fused layer's space
+# with its named points), capsconv's tuned and tuned_co4.
 if [ "$device" = cuda ]; then
-    explore digitcaps --op digitcaps --device cuda --schedule stage_per_kernel
-    explore capsconv --op capsconv --device cuda --schedule tuned
+    explore digitcaps --op digitcaps --device cuda --schedule stage_per_kernel --autoscheduler all
+    explore digitcaps_fused --space "$(space digitcaps_fused)" --schedule fused --schedule fused_b16
+    explore capsconv --op capsconv --device cuda --schedule tuned --schedule tuned_co4 --autoscheduler all
 else
-    explore digitcaps --op digitcaps --device cpu --schedule cpu
-    explore capsconv --op capsconv --device cpu --schedule cpu
+    explore digitcaps --op digitcaps --device cpu --schedule cpu --autoscheduler all
+    explore capsconv --op capsconv --device cpu --schedule cpu --schedule cpu_co4 --autoscheduler all
 fi
+running || { log "STEP=build: done; now STEP=run on the device"; exit 0; }
 
 # --- 3. bench --------------------------------------------------------------
 if [ "${REUSE:-0}" = 1 ] && [ -f "$out/bench-$device.json" ]; then

@@ -48,9 +48,12 @@ import sys
 GENERATORS = {
     "predict": ["capsule_predict"],
     "predict_backward": ["capsule_predict_grad_input", "capsule_predict_grad_weight"],
-    "digitcaps": ["digitcaps"],
+    "digitcaps": ["digitcaps"],  # digitcaps_fused's rows count as digitcaps (ALIASES)
     "capsconv": ["capsconv"],
 }
+# Generators whose rows are implementations of another's bench operator: the
+# fused DigitCaps layer (its space and named points) is `digitcaps` in bench.
+ALIASES = {"digitcaps_fused": "digitcaps"}
 TITLES = {
     "predict": "Capsule prediction, forward",
     "predict_backward": "Capsule prediction, both gradients (grad_u + grad_W)",
@@ -134,7 +137,7 @@ class Explore:
     def __init__(self, dirs):
         self.compiled = {}  # (generator, name) -> (wall s, cpu s)
         self.spaces = {}  # generator -> list of point entries (space points only)
-        self.results = {}  # generator -> results.json data
+        self.results = {}  # generator -> the results.json data of its directories
         self.sources = []
         for d in dirs:
             points_path = os.path.join(d, "points.json")
@@ -142,7 +145,7 @@ class Explore:
                 fail(f"{d}: no points.json (run `halcaps explore build --out {d}` first)")
             data = load_json(points_path)
             try:
-                op, device = data["operator"], data["device"]
+                op, device = ALIASES.get(data["operator"], data["operator"]), data["device"]
                 for p in data["points"]:
                     if p["ok"]:
                         self.compiled[(op, p["point"])] = (p["compile_s"], p.get("compile_cpu_s"))
@@ -153,7 +156,7 @@ class Explore:
             self.sources.append(f"{d} ({op}, {device}, target {data.get('target', '?')})")
             results_path = os.path.join(d, "results.json")
             if os.path.exists(results_path):
-                self.results[op] = load_json(results_path)
+                self.results.setdefault(op, []).append(load_json(results_path))
 
     def compile_time(self, op, name):
         """(wall, cpu) summed over the operator's generators; None if any is missing."""
@@ -172,11 +175,13 @@ class Explore:
         gens = GENERATORS[op]
         if len(gens) != 1 or gens[0] not in self.results:
             return {}
-        res = self.results[gens[0]]
-        if res.get("shape", {}).get("name") != shape:
-            return {}
-        return {p["point"]: (p["us"] if p["valid"] and finite(p["us"]) else None)
-                for p in res["points"] if not p["point"].startswith("space:")}
+        rows = {}
+        for res in self.results[gens[0]]:
+            if res.get("shape", {}).get("name") != shape:
+                continue
+            rows.update({p["point"]: (p["us"] if p["valid"] and finite(p["us"]) else None)
+                         for p in res["points"] if not p["point"].startswith("space:")})
+        return rows
 
     def built_rows(self, op):
         """Rows (not space points) compiled for every generator of the operator."""
@@ -192,13 +197,13 @@ class Explore:
         gens = GENERATORS[op]
         if len(gens) != 1 or gens[0] not in self.results:
             return None
-        res = self.results[gens[0]]
-        valid = [p for p in res["points"] if p["valid"] and p["point"].startswith("space:") and finite(p["us"])]
+        valid = [(p, res.get("shape", {}).get("name")) for res in self.results[gens[0]] for p in res["points"]
+                 if p["valid"] and p["point"].startswith("space:") and finite(p["us"])]
         if not valid:
             return None
-        best = min(valid, key=lambda p: p["us"])
+        best, shape = min(valid, key=lambda v: v[0]["us"])
         search = sum(p["compile_s"] for p in self.spaces.get(gens[0], []))
-        return best["point"], best["us"], search, len(self.spaces.get(gens[0], [])), res.get("shape", {}).get("name")
+        return best["point"], best["us"], search, len(self.spaces.get(gens[0], [])), shape
 
 
 def bench_rows(paths):
