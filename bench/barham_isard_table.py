@@ -15,7 +15,8 @@ convolution, as far as the inputs hold them), the rows are:
   naive loops, 1 thread   bench's naive-openmp rows from a run under
                           OMP_NUM_THREADS=1 (--bench-1thread): B&I's "gcc"
   naive loops, OpenMP     naive-openmp: B&I's "gcc -fopenmp"
-  naive CUDA              cuda_blog_naive: the seed blog's kernels
+  naive CUDA              cuda_blog_naive: the seed blog's kernels;
+                          cuda_vaidya_b: Vaidya's baseline B
   eager framework         stage_per_op / stage_per_kernel / cuda_naive
                           (one loop nest or kernel per step)
   naive Halide schedule   naive: one GPU thread per output
@@ -92,7 +93,7 @@ def category(implementation):
         return "naive loops, OpenMP"
     if implementation in ("stage_per_op", "stage_per_kernel", "cuda_naive"):
         return "eager framework"
-    if implementation == "cuda_blog_naive":
+    if implementation in ("cuda_blog_naive", "cuda_vaidya_b"):
         return "naive CUDA"
     if implementation == "naive":
         return "naive Halide schedule"
@@ -170,18 +171,24 @@ class Explore:
         return wall, cpu
 
     def explore_only_rows(self, op, shape):
-        """Rows explore ran (autoschedulers, named schedules) for a
-        single-generator operator: name -> us (None when not valid)."""
-        gens = GENERATORS[op]
-        if len(gens) != 1 or gens[0] not in self.results:
-            return {}
-        rows = {}
-        for res in self.results[gens[0]]:
-            if res.get("shape", {}).get("name") != shape:
-                continue
-            rows.update({p["point"]: (p["us"] if p["valid"] and finite(p["us"]) else None)
-                         for p in res["points"] if not p["point"].startswith("space:")})
-        return rows
+        """Rows explore ran (autoschedulers, named schedules) at `shape`:
+        name -> us summed over the operator's generators (predict_backward:
+        grad_u + grad_W), None when one of them was not valid."""
+        per_generator = []
+        for g in GENERATORS[op]:
+            rows = {}
+            for res in self.results.get(g, []):
+                if res.get("shape", {}).get("name") != shape:
+                    continue
+                rows.update({p["point"]: (p["us"] if p["valid"] and finite(p["us"]) else None)
+                             for p in res["points"] if not p["point"].startswith("space:")})
+            per_generator.append(rows)
+        names = set.intersection(*(set(r) for r in per_generator)) if per_generator else set()
+        out = {}
+        for name in names:
+            times = [r[name] for r in per_generator]
+            out[name] = sum(times) if all(t is not None for t in times) else None
+        return out
 
     def built_rows(self, op):
         """Rows (not space points) compiled for every generator of the operator."""
@@ -192,18 +199,21 @@ class Explore:
         return names or set()
 
     def best(self, op):
-        """The best valid space point of a single-generator operator, with the
-        whole search's compile time: (name, us, search wall s, points)."""
-        gens = GENERATORS[op]
-        if len(gens) != 1 or gens[0] not in self.results:
-            return None
-        valid = [(p, res.get("shape", {}).get("name")) for res in self.results[gens[0]] for p in res["points"]
-                 if p["valid"] and p["point"].startswith("space:") and finite(p["us"])]
-        if not valid:
-            return None
-        best, shape = min(valid, key=lambda v: v[0]["us"])
-        search = sum(p["compile_s"] for p in self.spaces.get(gens[0], []))
-        return best["point"], best["us"], search, len(self.spaces.get(gens[0], [])), shape
+        """The best valid space point of each of the operator's generators
+        (summed for predict_backward), with the whole search's compile time:
+        (name, us, search wall s, points, shape); None without results."""
+        names, total, search, count, shape = [], 0.0, 0.0, 0, None
+        for g in GENERATORS[op]:
+            valid = [(p, res.get("shape", {}).get("name")) for res in self.results.get(g, []) for p in res["points"]
+                     if p["valid"] and p["point"].startswith("space:") and finite(p["us"])]
+            if not valid:
+                return None
+            best, shape = min(valid, key=lambda v: v[0]["us"])
+            names.append(best["point"])
+            total += best["us"]
+            search += sum(p["compile_s"] for p in self.spaces.get(g, []))
+            count += len(self.spaces.get(g, []))
+        return " + ".join(names), total, search, count, shape
 
 
 def bench_rows(paths):
@@ -227,7 +237,8 @@ def table(op, shape, rows, rows_1thread, explore, compile_times, out):
     by_name = {r["implementation"]: r for r in here}
     # The speed-up column's baseline: the naive loops (CPU) or the blog's
     # kernels (GPU); for the layer, the one-step-at-a-time version.
-    base_name = next((n for n in ("naive-openmp", "cuda_blog_naive", "cuda_naive", "stage_per_op") if n in by_name), None)
+    base_name = next((n for n in ("naive-openmp", "cuda_blog_naive", "cuda_naive", "cuda_vaidya_b", "stage_per_op")
+                      if n in by_name), None)
     naive = by_name.get(base_name)
     entries = []  # (category, label, compile text, run us, note)
     for r in rows_1thread:

@@ -131,6 +131,8 @@ int LoadedKernel::copy_to_host(halide_buffer_t *buffer) const { return copy_to_h
 
 int LoadedKernel::copy_to_device(halide_buffer_t *buffer) const {
     if (cuda_interface_ == nullptr) return 0;
+    // The host copy now wins over whatever the device holds.
+    buffer->set_device_dirty(false);
     buffer->set_host_dirty(true);
     return copy_to_device_(nullptr, buffer, cuda_interface_());
 }

@@ -23,7 +23,7 @@ const std::vector<std::string> kCpuSchedules = {"cpu", "simple"};
 // The forward has one more CPU schedule, for layers with co >= 4.
 const std::vector<std::string> kCpuForwardSchedules = {"cpu", "cpu_co4", "simple"};
 // The GPU schedules (below the CPU ones): forward, and the gradients' subsets.
-const std::vector<std::string> kGpuSchedules = {"vaidya", "tuned", "tuned_co4", "tuned_pose"};
+const std::vector<std::string> kGpuSchedules = {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split"};
 const std::vector<std::string> kGpuGradientSchedules = {"tuned"};
 
 // Output pixels along x held in registers at once by the cpu schedules: each
@@ -322,6 +322,65 @@ void capsconv_tuned_pose(CapsConvStages &s) {
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {8, 8, false, 1, 1, true});
 }
 
+// tuned_split: for problems with few outputs (the seed problem: 15376
+// pixels, one co), the sum over the filter rows dy is split across threads
+// too (rfactor over dy): a thread owns one pose row of one output pixel for
+// one filter row (4 accumulators over the ci, dx and pose-index terms of
+// that row), so the seed problem runs 5x tuned's threads, each with a 5x
+// shorter chain of dependent FMAs. The kh partial rows meet in shared
+// memory and the block's pose-row threads add them. Blocks of 32 pixels
+// along x x 4 pose rows x 8 filter rows (up to kh = 8 in one step; larger
+// filters take several); the filter is read through L1 (each warp reads one
+// address: a broadcast).
+// H200 (`halcaps bench --device cuda --shapes mnist_b128 --repeats 30`, 2026-11-21,
+// bench/results/nvidia-h200-barham-isard/): 41.2 / 2159 / 425 us against
+// tuned's 34.8 on the seed problem (predicted: well under it) and
+// tuned_co4's 697 / 181 on the others: slower everywhere. At kh = 5 three of
+// the block's 8 filter-row threads idle, every block waits at the barrier
+// before the partial rows are added, and the 32 x 1 pixel tiles re-read each
+// input row for every filter row that touches it. Kept as a measured point.
+void capsconv_tuned_split(CapsConvStages &s) {
+    constexpr int kXThreads = 32, kRowThreads = 8;
+    std::vector<Var> d = s.O.args();
+    Var p0 = d[0], p1 = d[1], a = d[2], x = d[3], y = d[4], n = d[5];
+    Var xo("xo"), xt("xt"), an("an");
+    s.O.split(x, xo, xt, kXThreads, TailStrategy::GuardWithIf)
+        .fuse(a, n, an)
+        .reorder(p0, p1, xt, xo, y, an)
+        .gpu_threads(p1, xt)
+        .gpu_blocks(xo, y, an)
+        .unroll(p0);
+
+    Var u("u"), uo("uo"), ut("ut");
+    Func partial = s.accum.update().rfactor(s.r.w, u);  // partial(j, i, co, x, y, n, u)
+    // The final sum over the partial rows: one pose row per thread, in registers.
+    std::vector<Var> ad = s.accum.args();
+    s.accum.compute_at(s.O, p1).store_in(MemoryType::Register).bound_extent(ad[0], 4).unroll(ad[0]);
+    for (size_t k = 1; k < ad.size(); k++) s.accum.bound_extent(ad[k], 1);
+    s.accum.update().unroll(ad[0]);
+
+    // The partial rows of the block's 32 x 4 pose rows, in shared memory.
+    Func partial_shared = partial.in();
+    std::vector<Var> q = partial_shared.args();
+    partial_shared.compute_at(s.O, xo)
+        .store_in(MemoryType::GPUShared)
+        .bound_extent(q[0], 4)
+        .bound_extent(q[1], 4)
+        .bound_extent(q[2], 1)
+        .bound_extent(q[3], kXThreads)
+        .bound_extent(q[4], 1)
+        .bound_extent(q[5], 1)
+        .split(q[6], uo, ut, kRowThreads, TailStrategy::GuardWithIf)
+        .reorder(q[0], q[1], q[3], ut, uo)
+        .gpu_threads(q[1], q[3], ut)
+        .unroll(q[0]);
+    // Each thread's 4 accumulators in registers over (ci, dx, pose index).
+    std::vector<Var> pv = partial.args();
+    partial.compute_at(partial_shared, q[1]).store_in(MemoryType::Register).bound_extent(pv[0], 4).unroll(pv[0]);
+    for (size_t k = 1; k < pv.size(); k++) partial.bound_extent(pv[k], 1);
+    partial.update().reorder(pv[0], s.r.x, s.r.z, s.r.y).unroll(pv[0]).unroll(s.r.x);
+}
+
 // grad_filter on the GPU: the sum over every output pixel is split by rows
 // of the output (rfactor over y): a first kernel sums chunks of
 // ceil(OH / 64) rows into a partial buffer (at most 64 partials per filter
@@ -392,6 +451,7 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
     if (name == "tuned") capsconv_tuned(s);
     if (name == "tuned_co4") capsconv_tuned_co4(s);
     if (name == "tuned_pose") capsconv_tuned_pose(s);
+    if (name == "tuned_split") capsconv_tuned_split(s);
 }
 
 // cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,

@@ -45,6 +45,10 @@ foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused          fused             cuda ITERATIONS ${n})
 endforeach ()
 halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATIONS 3)
+# The best point of digitcaps_fused_cuda.space found by `halcaps explore`
+# (H200, MNIST b128: 790.6 us against fused's 834.9 in the same explore run;
+# bench/results/nvidia-h200-barham-isard/); fused stays the default (ahead at b512).
+halcaps_add_kernel(digitcaps_fused              "space:batch_tile=8,in_chunk=8,e_per_thread=1" cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
 # Routing alone in the same passes (generator routing_fused): u_hat read once
 # per iteration; the CUDA default for route.
@@ -91,6 +95,7 @@ halcaps_add_kernel(capsconv                     vaidya     cuda)
 halcaps_add_kernel(capsconv                     tuned      cuda)
 halcaps_add_kernel(capsconv                     tuned_co4  cuda)
 halcaps_add_kernel(capsconv                     tuned_pose cuda)
+halcaps_add_kernel(capsconv                     tuned_split cuda)
 halcaps_add_kernel(capsconv_grad_input          tuned      cuda)
 halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)
 

@@ -42,7 +42,9 @@ std::vector<CapsConvShape> cuda_conv_shapes() {
             {4, 4, 4, 9, 3, 3, 1, 1, 1},    {1, 2, 2, 1, 3, 3, 2, 1, 2},   {1, 17, 3, 1, 4, 2, 2, 2, 1},
             {1, 33, 31, 5, 3, 3, 3, 1, 1},  {2, 9, 35, 4, 3, 3, 4, 1, 0},  {1, 17, 15, 8, 3, 3, 5, 1, 1},
             {3, 10, 10, 7, 5, 5, 9, 2, 2},  {1, 131, 3, 1, 3, 1, 1, 1, 0}, {2, 65, 7, 2, 1, 3, 1, 1, 1},
-            {1, 23, 29, 3, 5, 5, 2, 3, 2}};
+            {1, 23, 29, 3, 5, 5, 2, 3, 2},
+            // kh = 11 > 8: tuned_split's filter rows take two steps of 8 threads.
+            {1, 14, 12, 2, 11, 3, 2, 1, 3}};
 }
 
 // Forward and backward of `implementation` on device tensors queued on `stream`.
@@ -86,7 +88,7 @@ bool has_backward(const std::string &implementation) {
 
 TEST_CASE("cuda capsconv: the Halide schedules are listed, tuned for both directions", "[cuda][capsconv]") {
     const auto forward = halide_cuda_implementations("capsconv");
-    for (const char *name : {"vaidya", "tuned", "tuned_co4", "tuned_pose"}) {
+    for (const char *name : {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split"}) {
         INFO(name);
         REQUIRE(std::find(forward.begin(), forward.end(), name) != forward.end());
     }
