@@ -58,6 +58,8 @@ if building; then
         t=$(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/capsule_prediction_cuda.cu.o)
         for name in cuda_blog_naive cuda_tuned cuda_fused; do echo "  , \"$name\": $t"; done
         echo "  , \"cuda_naive\": $(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/digitcaps_cuda.cu.o)"
+        t=$(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/capsconv_cuda.cu.o)
+        for name in cuda_vaidya_b cuda_vaidya_i1 cuda_vaidya_i2 cuda_vaidya_i3; do echo "  , \"$name\": $t"; done
     fi
     echo "}"
 } > "$out/compile_times.json"
@@ -130,4 +132,5 @@ fi
 
 # --- 4. the table ----------------------------------------------------------
 "$python" bench/barham_isard_table.py --bench "$out/bench-$device.json" "${one_thread[@]}" "${explore_dirs[@]}" \
-    --compile-times "$out/compile_times.json" --shape mnist_b128 -o "$out/barham-isard-$device.md"
+    --compile-times "$out/compile_times.json" --shape mnist_b128 --shape layer --shape seed \
+    -o "$out/barham-isard-$device.md"
