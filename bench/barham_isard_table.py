@@ -137,6 +137,7 @@ class Explore:
 
     def __init__(self, dirs):
         self.compiled = {}  # (generator, name) -> (wall s, cpu s)
+        self.failed = {}  # (generator, name) -> (wall s, error) of rows that did not compile
         self.spaces = {}  # generator -> list of point entries (space points only)
         self.results = {}  # generator -> the results.json data of its directories
         self.sources = []
@@ -150,6 +151,8 @@ class Explore:
                 for p in data["points"]:
                     if p["ok"]:
                         self.compiled[(op, p["point"])] = (p["compile_s"], p.get("compile_cpu_s"))
+                    elif not p["point"].startswith("space:"):
+                        self.failed[(op, p["point"])] = (p["compile_s"], p.get("error", ""))
                     if p["point"].startswith("space:"):
                         self.spaces.setdefault(op, []).append(p)
             except (KeyError, TypeError) as e:
@@ -268,9 +271,14 @@ def table(op, shape, rows, rows_1thread, explore, compile_times, out):
         t = explore.compile_time(op, name)
         if name in ran:
             entries.append((category(name), name, fmt_s(*t) if t else "-", ran[name],
-                            "explore's timing, not bench's" if ran[name] is not None else "WRONG in explore"))
+                            "explore's timing, not bench's" if ran[name] is not None else "not valid in explore (its results.json check says why)"))
         else:
             entries.append((category(name), name, fmt_s(*t) if t else "-", None, "compiled only: not in this bench run"))
+    # Rows whose generator run failed (an autoscheduler out of memory, ...).
+    for (gen, name), (wall, error) in sorted(explore.failed.items()):
+        if gen in GENERATORS[op] and name not in by_name:
+            entries.append((category(name), name, f"failed after {fmt_s(wall)}", None,
+                            (error or "compile failed") + " (see the README)"))
     if best and best[0] not in by_name:
         t = explore.compile_time(op, best[0])
         entries.append(("explored best", best[0], (fmt_s(*t) if t else "-") +

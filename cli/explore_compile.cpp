@@ -164,7 +164,11 @@ CompiledPoint compile_point(const CompileTools &tools, const std::string &op, co
     int rc = run_logged(argv, log, &c.compile_cpu_s);
     c.compile_s = seconds_since(t0);
     if (rc != 0) {
-        c.error = "compile failed: " + last_line(log);
+        // A generator killed by a signal (rc 128 + n: out of memory, a crash)
+        // often leaves an empty log; the exit status is then all there is.
+        const std::string last = last_line(log);
+        c.error = "compile failed (" + (rc > 128 ? "signal " + std::to_string(rc - 128) : "exit " + std::to_string(rc)) +
+                  ")" + (last.empty() ? std::string(": no output") : ": " + last);
         return c;
     }
 

@@ -9,8 +9,11 @@
 // convolution only ever move whole vectors.
 #include "capsconv_schedules.h"
 
+#include <map>
+
 #include "autoschedule.h"
 #include "common.h"
+#include "space_knobs.h"
 
 namespace halcaps {
 
@@ -443,6 +446,22 @@ void grad_filter_gpu(CapsConvGradFilterStages &s) {
 
 void schedule_capsconv(const std::string &name, const Target &target, CapsConvStages &s) {
     if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("capsconv", name, target, {s.O});
+    if (space::is_point_name(name) && target.has_gpu_feature()) {
+        // A point of schedules/spaces/capsconv_cuda.space, parsed strictly
+        // (schedules/space_knobs.h), then the named schedules' code.
+        std::map<std::string, int> v;
+        if (std::string error = space::parse_point("capsconv", "cuda", name, &v); !error.empty()) {
+            throw CompileError(error);
+        }
+        const int threads = v["x_threads"] * v["y_threads"] * (v["row_threads"] ? 4 : 1);
+        if (threads > 1024) {
+            throw CompileError("capsconv: space point '" + name + "' asks for " + std::to_string(threads) +
+                               " threads a block (at most 1024)");
+        }
+        return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad,
+                             {v["x_threads"], v["y_threads"], v["row_threads"] != 0, v["caps_tile"], v["chunk"],
+                              v["stage_input"] != 0});
+    }
     check_schedule("capsconv", name, target, kCpuForwardSchedules, kGpuSchedules);
     if (name == "cpu") capsconv_cpu(s);
     if (name == "cpu_co4") capsconv_cpu_co4(s);

@@ -57,6 +57,15 @@ inline const std::vector<SpaceSpec> &specs() {
          {{"batch_tile", 1, 64, true, 8, "batch elements per block, unrolled in each thread's registers"},
           {"in_chunk", 1, 1024, true, 16, "input capsules per block (chunk of the sum over i)"},
           {"e_per_thread", 1, 16, true, 1, "out_dim values per thread, unrolled"}}},
+        // The capsule convolution's GPU schedule (schedules/capsconv_schedules.cpp,
+        // PoseConvGpuTiling); defaults are those of `tuned_co4`.
+        {"capsconv", "cuda",
+         {{"x_threads", 1, 64, true, 16, "output pixels along x a block, one thread each"},
+          {"y_threads", 1, 64, true, 4, "output pixels along y a block, one thread each"},
+          {"row_threads", 0, 1, false, 1, "one thread per pose row (else per whole 4x4 pose)"},
+          {"caps_tile", 1, 8, true, 4, "output capsule types a thread, in registers"},
+          {"chunk", 1, 32, true, 2, "input capsule types a shared-memory step"},
+          {"stage_input", 0, 1, false, 0, "stage the input tile (with its halo) in shared memory too"}}},
         // The gradients (defaults: the named schedules `cpu` and `tuned`).
         {"capsule_predict_grad_input", "cpu",
          {{"tile_i", 1, 1024, true, 4, "input capsules per parallel tile"}}},

@@ -86,6 +86,14 @@ foreach (op IN ITEMS digitcaps capsconv)
     endforeach ()
 endforeach ()
 
+# CUDA points compile without a GPU: two points of a capsconv space.
+run_ok(explore build --space "${SOURCE_DIR}/tests/spaces/tiny_capsconv_cuda.space" --out "${WORK_DIR}/capsconv_cuda")
+file(STRINGS "${WORK_DIR}/capsconv_cuda/points.tsv" rows REGEX "^point")
+list(LENGTH rows count)
+if (NOT count EQUAL 2 OR NOT rows MATCHES "space:x_threads=8,y_threads=2,caps_tile=2\t[^\t]+\t[^\t]+\t[0-9.e+-]+\t[0-9.e+-]+\t1\t")
+    message(FATAL_ERROR "capsconv_cuda points.tsv: expected two compiled points, got:\n${rows}")
+endif ()
+
 # An operator without a space: only the extra rows are built (not run).
 run_ok(explore build --op capsule_predict_grad_weight --device cpu --schedule cpu --out "${WORK_DIR}/rows")
 file(STRINGS "${WORK_DIR}/rows/points.tsv" rows REGEX "^point")
