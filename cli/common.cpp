@@ -28,13 +28,13 @@ int64_t product(const std::vector<int64_t> &shape) {
     return n;
 }
 
+}  // namespace
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-
-}  // namespace
 
 Tensor::Tensor(std::vector<int64_t> shape, Device device)
     : shape_(std::move(shape)), device_(device), host_(product(shape_)) {

@@ -56,6 +56,9 @@ struct Timing {
 };
 Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call);
 
+// The median of `values` (the mean of the middle two for an even count).
+double median(std::vector<double> values);
+
 // How many copies of inputs of `input_bytes` make their total exceed the
 // device's last-level cache twice over (1 to 16), so that timed calls that
 // rotate through them do not find their inputs cached.

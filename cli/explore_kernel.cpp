@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -65,12 +64,6 @@ struct CudaEvents {
 
 void cuda_check(int result, const char *what) {
     if (result != 0) throw UsageError{std::string(what) + " failed (CUDA driver error " + std::to_string(result) + ")"};
-}
-
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -143,48 +136,44 @@ void LoadedKernel::device_free(halide_buffer_t *buffer) const {
 
 Timing LoadedKernel::time(bool cuda, int warmup, int repeats, const std::function<void(int)> &call) const {
     int n = 0;
+    // CPU points: the host clock, as for any CPU call (time_calls).
+    if (!cuda) return time_calls(Device::cpu, warmup, repeats, [&] { call(n++); });
+    // CUDA points: events in the point's own context, which time_calls (the
+    // CUDA runtime's current context) cannot see.
     for (; n < warmup; n++) call(n);
     std::vector<double> us;
-    if (cuda) {
-        if (acquire_context_ == nullptr || release_context_ == nullptr) {
-            throw UsageError{"a CUDA point's library exports no halide_cuda_acquire_context"};
-        }
-        const CudaEvents &cu = CudaEvents::get();
-        void *context = nullptr;
-        if (acquire_context_(nullptr, &context, true) != 0) throw UsageError{"the point's CUDA context is unusable"};
-        // Released at once: some runtimes hold a lock until the release, and
-        // every call of the kernel acquires the context again. The context
-        // itself lives as long as the library stays loaded.
-        release_context_(nullptr);
-        // The runtime launches on the default stream of its own context
-        // (halide_cuda_get_stream's default), so the events go there too.
-        cuda_check(cu.ctx_push(context), "cuCtxPushCurrent");
-        CudaEvents::Event start = nullptr, stop = nullptr;
-        cuda_check(cu.event_create(&start, 0), "cuEventCreate");
-        cuda_check(cu.event_create(&stop, 0), "cuEventCreate");
-        for (int r = 0; r < repeats; r++, n++) {
-            cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
-            call(n);
-            cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
-            cuda_check(cu.event_synchronize(stop), "cuEventSynchronize");
-            float ms = 0;
-            cuda_check(cu.event_elapsed(&ms, start, stop), "cuEventElapsedTime");
-            us.push_back(1000.0 * ms);
-        }
-        cu.event_destroy(start);
-        cu.event_destroy(stop);
-        void *popped = nullptr;
-        cu.ctx_pop(&popped);
-    } else {
-        for (int r = 0; r < repeats; r++, n++) {
-            const auto t0 = std::chrono::steady_clock::now();
-            call(n);
-            us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-        }
+    if (acquire_context_ == nullptr || release_context_ == nullptr) {
+        throw UsageError{"a CUDA point's library exports no halide_cuda_acquire_context"};
     }
+    const CudaEvents &cu = CudaEvents::get();
+    void *context = nullptr;
+    if (acquire_context_(nullptr, &context, true) != 0) throw UsageError{"the point's CUDA context is unusable"};
+    // Released at once: some runtimes hold a lock until the release, and
+    // every call of the kernel acquires the context again. The context
+    // itself lives as long as the library stays loaded.
+    release_context_(nullptr);
+    // The runtime launches on the default stream of its own context
+    // (halide_cuda_get_stream's default), so the events go there too.
+    cuda_check(cu.ctx_push(context), "cuCtxPushCurrent");
+    CudaEvents::Event start = nullptr, stop = nullptr;
+    cuda_check(cu.event_create(&start, 0), "cuEventCreate");
+    cuda_check(cu.event_create(&stop, 0), "cuEventCreate");
+    for (int r = 0; r < repeats; r++, n++) {
+        cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
+        call(n);
+        cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
+        cuda_check(cu.event_synchronize(stop), "cuEventSynchronize");
+        float ms = 0;
+        cuda_check(cu.event_elapsed(&ms, start, stop), "cuEventElapsedTime");
+        us.push_back(1000.0 * ms);
+    }
+    cu.event_destroy(start);
+    cu.event_destroy(stop);
+    void *popped = nullptr;
+    cu.ctx_pop(&popped);
     Timing t;
     t.repeats = repeats;
-    t.median_us = median_of(us);
+    t.median_us = median(us);
     t.min_us = *std::min_element(us.begin(), us.end());
     return t;
 }

@@ -7,6 +7,27 @@
 
 namespace halcaps::cli {
 
+namespace {
+
+// "1:2:3" -> {1, 2, 3}; empty when a part is not an integer.
+std::vector<int64_t> colon_separated_integers(const std::string &text) {
+    std::vector<int64_t> v;
+    std::stringstream in(text);
+    std::string part;
+    while (std::getline(in, part, ':')) {
+        try {
+            size_t used = 0;
+            v.push_back(std::stoll(part, &used));
+            if (used != part.size()) return {};
+        } catch (...) {
+            return {};
+        }
+    }
+    return v;
+}
+
+}  // namespace
+
 const std::vector<BenchShape> kStandardShapes = {
     {"mnist_b128", {128, 1152, 8, 10, 16}},
     {"mnist_b512", {512, 1152, 8, 10, 16}},
@@ -18,19 +39,7 @@ BenchShape parse_shape(const std::string &text) {
         if (s.name == text) return s;
     }
     // B:I:K:J:E
-    std::vector<int64_t> v;
-    std::stringstream in(text);
-    std::string part;
-    while (std::getline(in, part, ':')) {
-        try {
-            size_t used = 0;
-            v.push_back(std::stoll(part, &used));
-            if (used != part.size()) v.clear();
-        } catch (...) {
-            v.clear();
-            break;
-        }
-    }
+    const std::vector<int64_t> v = colon_separated_integers(text);
     if (v.size() != 5 || *std::min_element(v.begin(), v.end()) < 1) {
         throw UsageError{"shape '" + text + "' is neither a standard shape (mnist_b128, mnist_b512, wide_b32) " +
                          "nor B:I:K:J:E with positive extents"};
@@ -49,19 +58,7 @@ CapsConvBenchShape parse_capsconv_shape(const std::string &text) {
         if (s.name == text) return s;
     }
     // n:H:W:ci:k:co:stride:pad
-    std::vector<int64_t> v;
-    std::stringstream in(text);
-    std::string part;
-    while (std::getline(in, part, ':')) {
-        try {
-            size_t used = 0;
-            v.push_back(std::stoll(part, &used));
-            if (used != part.size()) v.clear();
-        } catch (...) {
-            v.clear();
-            break;
-        }
-    }
+    const std::vector<int64_t> v = colon_separated_integers(text);
     const bool ok = v.size() == 8 && *std::min_element(v.begin(), v.begin() + 7) >= 1 && v[7] >= 0 &&
                     v[4] <= v[1] + 2 * v[7] && v[4] <= v[2] + 2 * v[7];
     if (!ok) {
