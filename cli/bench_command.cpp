@@ -122,6 +122,21 @@ private:
     std::vector<std::unique_ptr<Tensor>> copies_;
 };
 
+// The naive OpenMP loops as a CPU row: checked on input set 0 into a
+// NaN-poisoned output, then timed on rotating sets over at most 5 calls
+// (they are slow). `run(call, out)` runs the loops on input set `call`.
+template <typename Run>
+std::pair<reference::Comparison, Timing> check_and_time_naive(const BenchArgs &a, Tensor &output,
+                                                             const std::vector<double> &ref,
+                                                             const reference::Tolerance &tol, Run run) {
+    output.poison();
+    run(0, output.host().data());
+    const auto c = reference::compare(output.host().data(), ref, tol);
+    int call = 0;
+    const Timing t = time_calls(Device::cpu, 1, std::min(a.repeats, 5), [&] { run(call++, output.host().data()); });
+    return {c, t};
+}
+
 // The device memory one call allocates beyond its inputs and outputs (which
 // the bench allocates beforehand), in MB; routing rows on CUDA only.
 // Method: Halide's device-allocation cache is switched on, so allocations a
@@ -280,14 +295,8 @@ void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, d
         add_row("cublas_gemm_only", c, t);
     }
     if (device == Device::cpu && wanted(a, "naive-openmp")) {
-        u_hat.poison();
-        reference::predict_naive_openmp(s, u.first().host().data(), W.first().host().data(), u_hat.host().data());
-        const auto c = reference::compare(u_hat.host().data(), ref, tol);
-        int call = 0;
-        const Timing t = time_calls(device, 1, std::min(a.repeats, 5), [&] {
-            TensorView uv = u.view(call), Wv = W.view(call);
-            reference::predict_naive_openmp(s, uv.data, Wv.data, u_hat.host().data());
-            call++;
+        const auto [c, t] = check_and_time_naive(a, u_hat, ref, tol, [&](int call, float *out) {
+            reference::predict_naive_openmp(s, u.view(call).data, W.view(call).data, out);
         });
         add_row("naive-openmp", c, t);
     }
@@ -576,15 +585,8 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
         }
     }
     if (device == Device::cpu && wanted(a, "naive-openmp")) {
-        output.poison();
-        reference::capsconv_naive_openmp(s, input.first().host().data(), filter.first().host().data(),
-                                         output.host().data());
-        const auto c = reference::compare(output.host().data(), ref, tol);
-        int call = 0;
-        const Timing t = time_calls(device, 1, std::min(a.repeats, 5), [&] {
-            TensorView iv = input.view(call), fv = filter.view(call);
-            reference::capsconv_naive_openmp(s, iv.data, fv.data, output.host().data());
-            call++;
+        const auto [c, t] = check_and_time_naive(a, output, ref, tol, [&](int call, float *out) {
+            reference::capsconv_naive_openmp(s, input.view(call).data, filter.view(call).data, out);
         });
         add_row("naive-openmp", c, t);
     }
