@@ -314,12 +314,9 @@ Result run_point(const PointsFile::Entry &e, const RunArgs &a, ExploreProblem &p
         kernel.device_free(out.raw());
     };
     p.output->poison();
-    int rc = kernel.call(p.scalars, buffers(0));  // allocates the output (on the device for CUDA)
-    if (rc == 0 && cuda) {
-        p.output->poison();
-        rc = kernel.copy_to_device(out.raw());
-        if (rc == 0) rc = kernel.call(p.scalars, buffers(0));
-    }
+    // CUDA: allocates the output on the device and poisons it there too.
+    int rc = kernel.copy_to_device(out.raw());
+    if (rc == 0) rc = kernel.call(p.scalars, buffers(0));
     if (rc == 0) rc = kernel.sync(out.raw());
     if (rc == 0) rc = kernel.copy_to_host(out.raw());
     if (rc != 0) {
