@@ -98,6 +98,17 @@ halcaps_add_kernel(capsconv                     tuned_pose cuda)
 halcaps_add_kernel(capsconv                     tuned_split cuda)
 halcaps_add_kernel(capsconv_grad_input          tuned      cuda)
 halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)
+# The Winograd forms of the forward for 3x3 filters at stride 1
+# (generators/capsconv_winograd.cpp, schedules/capsconv_winograd_schedules.cpp):
+# F(2x2, 3x3) and F(4x4, 3x3); the runtime names them winograd2x2_<schedule>
+# and winograd4x4_<schedule> and returns unsupported_shape for other filters
+# and strides.
+foreach (form IN ITEMS winograd2x2 winograd4x4)
+    halcaps_add_kernel(capsconv_${form}         cpu        cpu)
+    halcaps_add_kernel(capsconv_${form}         staged     cuda)
+    halcaps_add_kernel(capsconv_${form}         staged_co2 cuda)
+    halcaps_add_kernel(capsconv_${form}         staged_tx2 cuda)
+endforeach ()
 
 # Autoscheduled rows: the same generators scheduled by Halide's
 # autoschedulers instead of by schedules/, each an ordinary implementation

@@ -45,7 +45,7 @@ TEST_CASE("capsconv: implementations are listed", "[capsconv]") {
     for (const auto &name : implementations_for("capsconv", Device::cpu)) {
         if (name.rfind("auto_", 0) != 0) forward.push_back(name);
     }
-    REQUIRE(forward == std::vector<std::string>{"cpu", "cpu_co4", "simple"});
+    REQUIRE(forward == std::vector<std::string>{"cpu", "cpu_co4", "simple", "winograd2x2_cpu", "winograd4x4_cpu"});
     REQUIRE(implementations_for("capsconv_backward", Device::cpu) == std::vector<std::string>{"cpu"});
 }
 
@@ -55,6 +55,53 @@ TEST_CASE("capsconv: odd sizes, strides, padding, every implementation", "[capsc
         check_capsconv(shape, cpu("cpu_co4"), false);  // co tails: whole 4-type blocks computed, the rest discarded
         check_capsconv(shape, cpu("simple"), false);
     }
+}
+
+// The Winograd forms take 3x3 filters at stride 1: the odd shapes of that
+// kind, plus output extents one off and on the 2- and 4-pixel output tiles
+// (1, 2, 3, 4, 5, 7, 8, 9) and the product's 4-tile blocks (16, 17 pixels).
+std::vector<CapsConvShape> winograd_shapes() {
+    std::vector<CapsConvShape> shapes;
+    for (const auto &s : odd_conv_shapes()) {
+        if (s.kernel_h == 3 && s.kernel_w == 3 && s.stride == 1) shapes.push_back(s);
+    }
+    //                n   H   W  ci kh kw co s  p
+    shapes.push_back({1, 4, 5, 2, 3, 3, 1, 1, 0});    // output 2 x 3
+    shapes.push_back({2, 6, 9, 3, 3, 3, 5, 1, 0});    // 4 x 7
+    shapes.push_back({1, 7, 10, 1, 3, 3, 4, 1, 0});   // 5 x 8
+    shapes.push_back({1, 9, 16, 6, 3, 3, 3, 1, 1});   // 9 x 16
+    shapes.push_back({3, 17, 15, 4, 3, 3, 2, 1, 2});  // 19 x 17, pad 2
+    return shapes;
+}
+
+TEST_CASE("capsconv: the Winograd forms on 3x3, stride-1 shapes", "[capsconv][winograd]") {
+    for (const auto &shape : winograd_shapes()) {
+        check_capsconv(shape, cpu("winograd2x2_cpu"), false);
+        check_capsconv(shape, cpu("winograd4x4_cpu"), false);
+    }
+}
+
+TEST_CASE("capsconv: the Winograd forms reject other filters and strides", "[capsconv][winograd][errors]") {
+    for (const char *name : {"winograd2x2_cpu", "winograd4x4_cpu"}) {
+        CapsConvProblem five({1, 9, 9, 2, 5, 5, 1, 1, 0});
+        require_status(capsconv(host_view(five.input, five.input_shape()), host_view(five.filter, five.filter_shape()),
+                                host_view(five.output, five.output_shape()), five.params(), cpu(name)),
+                       StatusCode::unsupported_shape,
+                       std::string("capsconv: implementation '") + name +
+                           "' computes 3x3 filters at stride 1 only; filter is 5x5, stride 1");
+        CapsConvProblem strided({1, 9, 9, 2, 3, 3, 1, 2, 1});
+        require_status(capsconv(host_view(strided.input, strided.input_shape()),
+                                host_view(strided.filter, strided.filter_shape()),
+                                host_view(strided.output, strided.output_shape()), strided.params(), cpu(name)),
+                       StatusCode::unsupported_shape,
+                       std::string("capsconv: implementation '") + name +
+                           "' computes 3x3 filters at stride 1 only; filter is 3x3, stride 2");
+    }
+    CapsConvProblem p({1, 5, 5, 1, 3, 3, 1, 1, 1});
+    require_status(capsconv(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
+                            host_view(p.output, p.output_shape()), p.params(), cpu("winograd4x4_fast")),
+                   StatusCode::unknown_implementation,
+                   "capsconv: no implementation named 'winograd4x4_fast' for device cpu; available: cpu, cpu_co4");
 }
 
 TEST_CASE("capsconv: the seed problem and a wider layer", "[capsconv]") {

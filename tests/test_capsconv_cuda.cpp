@@ -29,6 +29,18 @@ std::vector<std::string> halide_cuda_implementations(const std::string &op) {
     return names;
 }
 
+// The Winograd forms (3x3 filters at stride 1 only) have their own cases.
+bool is_winograd(const std::string &implementation) { return implementation.rfind("winograd", 0) == 0; }
+
+// The direct Halide CUDA implementations of `op`.
+std::vector<std::string> direct_cuda_implementations(const std::string &op) {
+    std::vector<std::string> names;
+    for (const auto &name : halide_cuda_implementations(op)) {
+        if (!is_winograd(name)) names.push_back(name);
+    }
+    return names;
+}
+
 // The GPU schedules tile output pixels by 32 x 2 (tuned), 32 x 4 (vaidya),
 // 16 x 4 (tuned_co4), 8 x 8 (tuned_pose), capsule types by 4 (tuned_co4's
 // co tile; tuned's reduction chunks) and 2, and grad_filter's row chunks by
@@ -88,7 +100,9 @@ bool has_backward(const std::string &implementation) {
 
 TEST_CASE("cuda capsconv: the Halide schedules are listed, tuned for both directions", "[cuda][capsconv]") {
     const auto forward = halide_cuda_implementations("capsconv");
-    for (const char *name : {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split"}) {
+    for (const char *name : {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split", "winograd2x2_staged",
+                             "winograd2x2_staged_co2", "winograd2x2_staged_tx2", "winograd4x4_staged",
+                             "winograd4x4_staged_co2", "winograd4x4_staged_tx2"}) {
         INFO(name);
         REQUIRE(std::find(forward.begin(), forward.end(), name) != forward.end());
     }
@@ -96,13 +110,13 @@ TEST_CASE("cuda capsconv: the Halide schedules are listed, tuned for both direct
 }
 
 TEST_CASE("cuda capsconv: odd sizes, strides, padding with host tensors", "[cuda][capsconv]") {
-    for (const auto &name : halide_cuda_implementations("capsconv")) {
+    for (const auto &name : direct_cuda_implementations("capsconv")) {
         for (const auto &shape : cuda_conv_shapes()) check_capsconv(shape, cuda_options(name), has_backward(name));
     }
 }
 
 TEST_CASE("cuda capsconv: the seed problem, a small layer and the default implementation", "[cuda][capsconv]") {
-    for (const auto &name : halide_cuda_implementations("capsconv")) {
+    for (const auto &name : direct_cuda_implementations("capsconv")) {
         check_capsconv({1, 128, 128, 3, 5, 5, 1, 1, 0}, cuda_options(name), has_backward(name));  // Vaidya's seed
         check_capsconv({2, 16, 16, 16, 3, 3, 16, 1, 1}, cuda_options(name), has_backward(name));
     }
@@ -113,12 +127,46 @@ TEST_CASE("cuda capsconv: the seed problem, a small layer and the default implem
 TEST_CASE("cuda capsconv: device tensors on the default stream and on the caller's stream", "[cuda][capsconv]") {
     cudaStream_t stream = nullptr;
     cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (const auto &name : halide_cuda_implementations("capsconv")) {
+    for (const auto &name : direct_cuda_implementations("capsconv")) {
         const bool backward = has_backward(name);
         check_on_device({2, 7, 5, 3, 3, 3, 2, 1, 1}, name, backward, nullptr);
         check_on_device({1, 33, 31, 5, 3, 3, 3, 2, 1}, name, backward, nullptr);
         check_on_device({3, 10, 10, 7, 5, 5, 9, 1, 2}, name, backward, stream);
         check_on_device({1, 1, 1, 1, 1, 1, 1, 1, 0}, name, backward, stream);
+    }
+    cuda_ok(cudaStreamDestroy(stream));
+}
+
+// The product's blocks hold 8 x 8 output tiles (16 x 16 pixels for F(2x2),
+// 32 x 32 for F(4x4)) and 4 or 2 capsule types a thread; the transforms'
+// blocks 8 x 4 tiles and 8 capsule types: shapes on and one off those, the
+// layer-sized problem, and the 3x3 stride-1 odd shapes.
+TEST_CASE("cuda capsconv: the Winograd forms on 3x3, stride-1 shapes", "[cuda][capsconv][winograd]") {
+    std::vector<CapsConvShape> shapes;
+    for (const auto &s : cuda_conv_shapes()) {
+        if (s.kernel_h == 3 && s.kernel_w == 3 && s.stride == 1) shapes.push_back(s);
+    }
+    //                n   H   W  ci kh kw co s  p
+    shapes.push_back({1, 16, 16, 3, 3, 3, 8, 1, 1});    // 16 x 16: one F(2x2) block
+    shapes.push_back({2, 34, 32, 5, 3, 3, 9, 1, 0});    // 32 x 30
+    shapes.push_back({1, 35, 33, 2, 3, 3, 3, 1, 2});    // 37 x 35
+    shapes.push_back({8, 32, 32, 32, 3, 3, 32, 1, 1});  // the layer-sized problem
+    std::vector<std::string> names;
+    for (const auto &name : halide_cuda_implementations("capsconv")) {
+        if (is_winograd(name)) names.push_back(name);
+    }
+    REQUIRE(names.size() >= 2);
+    cudaStream_t stream = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (const auto &name : names) {
+        for (const auto &shape : shapes) check_capsconv(shape, cuda_options(name), false);
+        check_on_device({2, 7, 5, 3, 3, 3, 2, 1, 1}, name, false, nullptr);
+        check_on_device({1, 33, 31, 5, 3, 3, 3, 1, 1}, name, false, stream);
+        CapsConvProblem five({1, 9, 9, 2, 5, 5, 1, 1, 0});
+        const Status s = capsconv(host_view(five.input, five.input_shape()), host_view(five.filter, five.filter_shape()),
+                                  host_view(five.output, five.output_shape()), five.params(), cuda_options(name));
+        INFO(name << ": " << s.message);
+        REQUIRE(s.code == StatusCode::unsupported_shape);
     }
     cuda_ok(cudaStreamDestroy(stream));
 }

@@ -81,6 +81,44 @@ std::string forward_implementation(const Options &options, Device device, int64_
     return detail::chosen_implementation(options, device);
 }
 
+// The Winograd implementations (generators/capsconv_winograd.cpp) are named
+// "<form>_<schedule>": the form is winograd2x2 or winograd4x4 (generator
+// capsconv_<form>), e.g. "winograd4x4_staged".
+const char *const kWinogradForms[] = {"winograd2x2", "winograd4x4"};
+
+// The generator and schedule of a Winograd implementation name; false for any other name.
+bool split_winograd_name(const std::string &implementation, std::string *generator, std::string *schedule) {
+    for (const char *form : kWinogradForms) {
+        const std::string prefix = std::string(form) + "_";
+        if (implementation.compare(0, prefix.size(), prefix) == 0) {
+            *generator = std::string("capsconv_") + form;
+            *schedule = implementation.substr(prefix.size());
+            return true;
+        }
+    }
+    return false;
+}
+
+// The Winograd forms compute 3x3 filters at stride 1 only (any pad).
+Status run_winograd(const char *op, const std::string &implementation, const std::string &generator,
+                    const std::string &schedule, const ArgumentChecks &checks, const TensorView &input,
+                    const TensorView &filter, const TensorView &output, const ConvParams &params, Device device,
+                    const Options &options) {
+    if (checks.extent("kernel_h") != 3 || checks.extent("kernel_w") != 3 || params.stride != 1) {
+        return fail(op, StatusCode::unsupported_shape,
+                    "implementation '" + implementation + "' computes 3x3 filters at stride 1 only; filter is " +
+                        std::to_string(checks.extent("kernel_h")) + "x" + std::to_string(checks.extent("kernel_w")) +
+                        ", stride " + std::to_string(params.stride));
+    }
+    const detail::HalideKernelEntry *kernel = detail::find_halide_kernel(generator, schedule, device);
+    if (kernel == nullptr) {
+        return fail(op, StatusCode::unknown_implementation,
+                    "no implementation named '" + implementation + "' for device " + device_name(device) +
+                        "; available: " + detail::implementation_names(op, device));
+    }
+    return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output}, {params.pad});
+}
+
 }  // namespace
 
 Status capsconv(const TensorView &input, const TensorView &filter, const TensorView &output, const ConvParams &params,
@@ -97,6 +135,10 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
 
     const HalideKernelEntry *kernel = nullptr;
     const std::string implementation = forward_implementation(options, device, checks.extent("out_caps"));
+    if (std::string generator, schedule; split_winograd_name(implementation, &generator, &schedule)) {
+        return run_winograd(op, implementation, generator, schedule, checks, input, filter, output, params, device,
+                            options);
+    }
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_capsconv(implementation, input, filter, output, params, options);
     }
@@ -146,6 +188,14 @@ void append_capsconv_implementations(std::vector<ImplementationInfo> &out) {
                    find_halide_kernel("capsconv_grad_filter", schedule, k.device) != nullptr) {
             out.push_back({"capsconv_backward", schedule, k.device,
                            "Halide schedules '" + schedule + "' (grad_input, grad_filter)", {}});
+        }
+        for (const char *form : kWinogradForms) {
+            if (generator == std::string("capsconv_") + form) {
+                out.push_back({"capsconv", std::string(form) + "_" + schedule, k.device,
+                               "Halide schedule '" + schedule + "' of the Winograd form " + form +
+                                   " (3x3 filters, stride 1 only)",
+                               {}});
+            }
         }
     }
 }

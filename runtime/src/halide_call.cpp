@@ -89,6 +89,14 @@ int call_with(void (*function)(), const void *user_context, halide_buffer_t *con
     return reinterpret_cast<Function>(function)(user_context, buffers[I]...);
 }
 
+// Calls `function` as int(const void *, int32_t, halide_buffer_t * x N).
+template <size_t... I>
+int call_with_1_scalar(void (*function)(), const void *user_context, const int32_t *scalars,
+                       halide_buffer_t *const *buffers, std::index_sequence<I...>) {
+    using Function = int (*)(const void *, int32_t, decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
+    return reinterpret_cast<Function>(function)(user_context, scalars[0], buffers[I]...);
+}
+
 // Calls `function` as int(const void *, int32_t, int32_t, halide_buffer_t * x N).
 template <size_t... I>
 int call_with_2_scalars(void (*function)(), const void *user_context, const int32_t *scalars,
@@ -105,6 +113,8 @@ int call_n(int n, int scalar_count, void (*function)(), const void *user_context
     // Exactly one N matches n.
     if (scalar_count == 0) {
         ((N == static_cast<size_t>(n) ? (result = call_with(function, user_context, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
+    } else if (scalar_count == 1) {
+        ((N == static_cast<size_t>(n) ? (result = call_with_1_scalar(function, user_context, scalars, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
     } else if (scalar_count == 2) {
         ((N == static_cast<size_t>(n) ? (result = call_with_2_scalars(function, user_context, scalars, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
     }

@@ -51,6 +51,15 @@ public:
         static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
     }
 
+    // Kernels with one leading int32 scalar input (the Winograd capsule
+    // convolution's pad): `int f(const void *, int32_t, halide_buffer_t *...)`.
+    template <typename... Buffers>
+    HalideKernel(int (*function)(const void *, int32_t, Buffers *...))
+        : function_(reinterpret_cast<void (*)()>(function)), buffers_(sizeof...(Buffers)), scalars_(1) {
+        static_assert((std::is_same_v<Buffers, halide_buffer_t> && ...), "Halide kernels take halide_buffer_t pointers");
+        static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
+    }
+
     // Kernels with two leading int32 scalar inputs (the capsule convolution's
     // stride and pad): `int f(const void *, int32_t, int32_t, halide_buffer_t *...)`.
     template <typename... Buffers>

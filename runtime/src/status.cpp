@@ -18,6 +18,7 @@ const char *status_code_name(StatusCode code) {
     case StatusCode::internal_error: return "internal_error";
     case StatusCode::unsupported_iterations: return "unsupported_iterations";
     case StatusCode::bad_parameter: return "bad_parameter";
+    case StatusCode::unsupported_shape: return "unsupported_shape";
     }
     return "unknown_status_code";
 }

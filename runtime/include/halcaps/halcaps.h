@@ -26,6 +26,8 @@ enum class StatusCode {
     internal_error,          // a kernel reported an error the checks above should have caught
     unsupported_iterations,  // routing: iterations < 1, or no kernel built for that count
     bad_parameter,           // a scalar parameter is out of range (capsconv: stride < 1, pad < 0)
+    unsupported_shape,       // valid arguments the chosen implementation does not handle
+                             // (capsconv's winograd ones: 3x3 filters at stride 1 only)
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
