@@ -126,12 +126,17 @@ public:
         s.filter_t = Func("filter_t");
         s.filter_t(j, c, co, ci, wx, wy) = filter_sum;
 
+        // The input transform BT d B, separably: first along x (input_rows,
+        // for every input row y the tiles need), then along y.
+        Expr row_sum = 0.0f;
+        for (int a = 0; a < alpha; a++) {
+            row_sum += entry(w.BT, wx, a) * s.I_pad(c, i, ci, tx * m + a - pad, y, n);
+        }
+        s.input_rows = Func("input_rows");
+        s.input_rows(c, i, ci, tx, wx, y, n) = row_sum;
         Expr input_sum = 0.0f;
         for (int b = 0; b < alpha; b++) {
-            for (int a = 0; a < alpha; a++) {
-                input_sum += entry(w.BT, wx, a) * entry(w.BT, wy, b) *
-                             s.I_pad(c, i, ci, tx * m + a - pad, ty * m + b - pad, n);
-            }
+            input_sum += entry(w.BT, wy, b) * s.input_rows(c, i, ci, tx, wx, ty * m + b - pad, n);
         }
         s.input_t = Func("input_t");
         s.input_t(c, i, ci, tx, ty, n, wx, wy) = input_sum;

@@ -10,8 +10,10 @@
 // type and the pose index stay a matrix product, one per Winograd point:
 //
 //   filter_t(j, c, co, ci, wx, wy)   = sum_{dx,dy} G[wx][dx] G[wy][dy] K(j, c, co, ci, dx, dy)
+//   input_rows(c, i, ci, tx, wx, y, n) = sum_a BT[wx][a] I_pad(c, i, ci, m tx + a - p, y, n)
 //   input_t(c, i, ci, tx, ty, n, wx, wy)
-//                                    = sum_{a,b} BT[wx][a] BT[wy][b] I_pad(c, i, ci, m tx + a - p, m ty + b - p, n)
+//                                    = sum_b BT[wy][b] input_rows(c, i, ci, tx, wx, m ty + b - p, n)
+//                                    (= sum_{a,b} BT[wx][a] BT[wy][b] I_pad(..., m tx + a - p, m ty + b - p, n))
 //   product(j, i, co, tx, ty, n, wx, wy)
 //                                    = sum_{c,ci} input_t(c, i, ci, ...) filter_t(j, c, co, ci, wx, wy)
 //   O(j, i, co, x, y, n)             = sum_{wx,wy} AT[x mod m][wx] AT[y mod m][wy] product(j, i, co, x/m, y/m, n, wx, wy)
@@ -33,6 +35,7 @@ struct CapsConvWinogradStages {
     Halide::Func K_in;       // (j, c, co, ci, dx, dy): the filter with indices clamped, so a
                              // schedule may compute whole co tiles past the last one
     Halide::Func filter_t;   // (j, c, co, ci, wx, wy)
+    Halide::Func input_rows; // (c, i, ci, tx, wx, y, n): the input transformed along x only
     Halide::Func input_t;    // (c, i, ci, tx, ty, n, wx, wy)
     Halide::Func product_accum;  // (j, i, co, tx, ty, n, wx, wy): pure init 0, update += over r
     Halide::Func product;    // the same, a pure copy (the stage a schedule stores)

@@ -106,8 +106,7 @@ halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)
 foreach (form IN ITEMS winograd2x2 winograd4x4)
     halcaps_add_kernel(capsconv_${form}         cpu        cpu)
     halcaps_add_kernel(capsconv_${form}         staged     cuda)
-    halcaps_add_kernel(capsconv_${form}         staged_co2 cuda)
-    halcaps_add_kernel(capsconv_${form}         staged_tx2 cuda)
+    halcaps_add_kernel(capsconv_${form}         staged_co4 cuda)
 endforeach ()
 
 # Autoscheduled rows: the same generators scheduled by Halide's
