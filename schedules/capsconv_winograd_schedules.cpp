@@ -34,6 +34,13 @@ void bound_points(Func f, int alpha) {
 // a pose (or of a (j, i) pair) one vector. The product keeps 4 tiles x 4
 // output capsule types of (j, i) vectors in registers (16 vectors), as the
 // direct `cpu_co4` does, walking the pose index and the input capsule types.
+// Measured 2026-11-21 on the 2-core AMD EPYC build machine (loaded by a
+// build: load average 2.5), layer-sized problem with pad 1, `halcaps
+// capsconv -n 8 -H 32 -W 32 --in-caps 32 --out-caps 32 -k 3 --pad 1
+// --schedule <name> --no-baseline --repeats 5`: F(4x4) 34.5 ms, F(2x2)
+// 57.7 ms, against 26.1 ms for the direct cpu_co4 in the same session:
+// slower, so not the CPU default. (Not tuned further: the product here has
+// no blocking over the input capsule types for the caches.)
 void winograd_cpu(CapsConvWinogradStages &s) {
     const int alpha = s.alpha;
     Var jc("jc"), wxy("wxy"), txo("txo"), txi("txi"), coo("coo"), coi("coi"), rows("rows");
@@ -225,17 +232,27 @@ void schedule_capsconv_winograd(const std::string &name, const Target &target, C
     if (name == "cpu") winograd_cpu(s);
     // staged: 4 x 4 x 4 accumulators a product thread, 8 x 8 tiles a block.
     // (Not yet measured.)
+    // Measured 2026-11-21 on an NVIDIA H200, layer-sized problem (n=8,
+    // 32x32, ci=co=32, 3x3, pad 1; 9.66 GFLOP as a direct sum), `halcaps
+    // bench --device cuda --op capsconv --capsconv-shapes layer --repeats 30
+    // --seed 41` (bench/results/nvidia-h200-winograd/); in the same run
+    // cuDNN with its permutes 323.5 us, the bare cuDNN convolution 265.5 us,
+    // im2col + cuBLAS 405.9 us, the direct tuned_co4 697.7 us.
+    //
     // staged: 2 output capsule types a thread (32 accumulators), 8 x 4 tiles
-    // x 4 co groups a block. (Not yet measured in this form; the first
-    // version, 8 x 8 tiles and one co group a block, input_t with all
-    // alpha^2 points a thread, took 326.0 us (F(2x2)) and 428.2 us (F(4x4))
-    // on the layer-sized problem on an H200, against cuDNN's 345.0 us with
-    // its permutes in the same run; its F(4x4) input_t alone took 227 us.)
+    // x 4 co groups a block. F(4x4): 207.4 us (46.6 effective TFLOP/s, 1.28x
+    // faster than the bare cuDNN convolution); F(2x2): 311.7 us. Under ncu,
+    // F(4x4): filter_t 3.7, input_rows 13.6, input_t 18.9, product 172.6
+    // (2.4 GFLOP: 14 TFLOP/s, 67% of peak memory throughput), O 15.6 us.
+    // Predicted before measuring: about 150 us for F(4x4), 260 us for F(2x2).
+    // Earlier forms, same shape: one co group a block and 8 x 8 tiles, the
+    // input transform in one kernel: 428.2 / 326.0 us (F(4x4) input_t alone
+    // 227 us: a thread held all alpha^2 points of 4 pose columns and spilled).
     if (name == "staged") winograd_gpu(s, {2, 4, 8, 4});
     // staged_co4: 4 output capsule types a thread (64 accumulators): spills
-    // under the 64-register cap. First version (8 x 8 tiles a block): 1938 us
-    // (F(2x2)) and 1489 us (F(4x4)); with 2 tiles a thread as well (128
-    // accumulators) 5456 and 2418 us. Kept as the measured counterpoint.
+    // under the 64-register cap. F(4x4) 1018.7 us, F(2x2) 1654.3 us. (With
+    // 2 tiles a thread as well, 128 accumulators, in the earlier form: 2418
+    // and 5456 us.) Kept as the measured counterpoint.
     if (name == "staged_co4") winograd_gpu(s, {4, 2, 8, 4});
 }
 

@@ -119,8 +119,10 @@ TEST_CASE("cuda capsconv: the seed problem, a small layer and the default implem
         check_capsconv({1, 128, 128, 3, 5, 5, 1, 1, 0}, cuda_options(name), has_backward(name));  // Vaidya's seed
         check_capsconv({2, 16, 16, 16, 3, 3, 16, 1, 1}, cuda_options(name), has_backward(name));
     }
-    check_capsconv({2, 12, 12, 8, 3, 3, 8, 1, 1}, cuda_options(""));  // no name, co = 8: the CUDA default tuned_co4
-    check_capsconv({2, 12, 12, 8, 3, 3, 6, 1, 1}, cuda_options(""));  // no name, co = 6: the CUDA default tuned
+    // No name: the CUDA defaults.
+    check_capsconv({2, 12, 12, 8, 5, 5, 8, 1, 1}, cuda_options(""));  // co = 8: tuned_co4
+    check_capsconv({2, 12, 12, 8, 3, 3, 6, 2, 1}, cuda_options(""));  // co = 6, stride 2: tuned
+    check_capsconv({2, 12, 12, 8, 3, 3, 6, 1, 1}, cuda_options(""));  // 3x3, stride 1: winograd4x4_staged
 }
 
 TEST_CASE("cuda capsconv: device tensors on the default stream and on the caller's stream", "[cuda][capsconv]") {

@@ -76,7 +76,18 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
 // On CUDA likewise `tuned_co4` (4 output capsule types a thread): on an H200
 // 699 us against 1489 us for `tuned` on that layer and 180 against 203 us on
 // the stride-2 one, but 57 against 35 us on the seed problem (co = 1).
-std::string forward_implementation(const Options &options, Device device, int64_t out_caps) {
+// On CUDA, 3x3 filters at stride 1 go to the Winograd form F(4x4, 3x3):
+// on the layer-sized problem (n=8, 32x32, ci=co=32, pad 1) on an H200,
+// 207 us against tuned_co4's 698 us and cuDNN's 324 us with its permutes
+// (bench/results/nvidia-h200-winograd/). Its float32 error is larger than
+// the direct sum's (relative L2 1.6e-6 against 6e-7 there), within the same
+// tolerance. On the CPU the Winograd forms are slower than cpu_co4 (35 and
+// 58 ms against 26 ms on that layer), so they are not the default there.
+std::string forward_implementation(const Options &options, Device device, int64_t out_caps, int64_t kernel_h,
+                                   int64_t kernel_w, int stride) {
+    if (options.implementation.empty() && device == Device::cuda && kernel_h == 3 && kernel_w == 3 && stride == 1) {
+        return "winograd4x4_staged";
+    }
     if (options.implementation.empty() && out_caps % 4 == 0) return device == Device::cpu ? "cpu_co4" : "tuned_co4";
     return detail::chosen_implementation(options, device);
 }
@@ -134,7 +145,9 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
     if (Status s = detail::check_device_ready(op, device); !s.ok()) return s;
 
     const HalideKernelEntry *kernel = nullptr;
-    const std::string implementation = forward_implementation(options, device, checks.extent("out_caps"));
+    const std::string implementation =
+        forward_implementation(options, device, checks.extent("out_caps"), checks.extent("kernel_h"),
+                               checks.extent("kernel_w"), params.stride);
     if (std::string generator, schedule; split_winograd_name(implementation, &generator, &schedule)) {
         return run_winograd(op, implementation, generator, schedule, checks, input, filter, output, params, device,
                             options);

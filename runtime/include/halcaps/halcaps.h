@@ -131,7 +131,10 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
 // where . is the 4x4 matrix product (O_ij = sum_c I_ic K_cj) and input outside
 // the image is zero. stride >= 1 and pad >= 0 are run-time values: any pair is
 // served by the same kernels (bad_parameter otherwise); the output's spatial
-// extents must be the ones above (extent_mismatch otherwise).
+// extents must be the ones above (extent_mismatch otherwise). The forward's
+// Winograd implementations (winograd2x2_*, winograd4x4_*) take 3x3 filters
+// at stride 1 only (unsupported_shape otherwise); with no implementation
+// named, CUDA runs winograd4x4_staged for those.
 struct ConvParams {
     int stride = 1;
     int pad = 0;
