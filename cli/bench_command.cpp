@@ -734,7 +734,8 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                     double copy_gbs, double write_gbs, const std::vector<Row> &rows, const std::string &date) {
     std::ofstream out(path);
     if (!out) throw UsageError{"--markdown: cannot write " + path};
-    out << "# halcaps bench: capsule prediction on " << device_label << "\n\n"
+    out << "# halcaps bench (" << (a.ops == "all" ? std::string("every operator") : a.ops) << ") on " << device_label
+        << "\n\n"
         << "- date: " << date << "\n- command: `" << a.command_line << "`\n"
         << "- copy bandwidth measured in the same run: " << json_number(copy_gbs) << " GB/s (bytes read + written); "
         << "write-only (memset) bandwidth: " << json_number(write_gbs) << " GB/s\n"

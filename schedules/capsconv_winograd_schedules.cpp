@@ -135,10 +135,15 @@ struct WinogradGpuTiling {
 void winograd_gpu(CapsConvWinogradStages &s, const WinogradGpuTiling &t) {
     const int alpha = s.alpha;
 
+    // filter_t's co loop rounds up to whole blocks of 8: the product
+    // computes whole co tiles even past the last capsule type (discarding
+    // them), and with a guarded tail here those reads found filter_t
+    // unwritten for odd co (compute-sanitizer initcheck). Past co, K_in
+    // clamps its reads.
     Var coo("coo"), coi("coi");
     bound_points(s.filter_t, alpha);
     s.filter_t.compute_root()
-        .split(s.co, coo, coi, 8, TailStrategy::GuardWithIf)
+        .split(s.co, coo, coi, 8, TailStrategy::RoundUp)
         .reorder(s.wx, s.wy, s.j, s.c, coi, coo, s.ci)
         .unroll(s.wx)
         .unroll(s.wy)

@@ -96,6 +96,7 @@ halcaps_add_kernel(capsconv                     tuned      cuda)
 halcaps_add_kernel(capsconv                     tuned_co4  cuda)
 halcaps_add_kernel(capsconv                     tuned_pose cuda)
 halcaps_add_kernel(capsconv                     tuned_split cuda)
+halcaps_add_kernel(capsconv                     tuned_unrolled cuda)
 halcaps_add_kernel(capsconv_grad_input          tuned      cuda)
 halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)
 # The Winograd forms of the forward for 3x3 filters at stride 1
