@@ -333,7 +333,14 @@ void capsconv_tuned_pose(CapsConvStages &s) {
 // the next is issued; unrolled, the loads of a filter row's taps can be in
 // flight together. Other filter sizes run tuned's loop unchanged.
 // Predicted: seed 34.8 -> about 25 us; layer and stride2 about as tuned.
-// (Not yet measured.)
+// Measured on an H200 (`halcaps bench --device cuda --op capsconv
+// --implementations cuda_vaidya_i3,tuned,tuned_unrolled,... --repeats 30
+// --seed 41`, 2026-11-21, bench/results/nvidia-h200-winograd/unrolled.txt):
+// 63.9 / 2854 / 641 us against tuned's 39.3 / 1494 / 209 in the same run:
+// slower everywhere, even on stride2, whose 3x3 filter takes the unrolled
+// copy too. Not profiled; the likely cause is the 64-register cap of
+// Halide's CUDA JIT once a whole filter row's loads are in flight. Kept as a
+// measured point.
 void capsconv_tuned_unrolled(CapsConvStages &s) {
     capsconv_tuned(s);
     Expr kw = s.r.z.extent(), kh = s.r.w.extent();
