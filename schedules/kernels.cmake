@@ -89,8 +89,8 @@ halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)
 # On CUDA (H200 times in the schedules' comments): vaidya
 # (a thread per output pixel, Vaidya's decomposition), tuned (a thread per
 # pose row, the CUDA default for co not a multiple of 4), tuned_co4 (the
-# default otherwise) and tuned_pose; the gradients have `tuned` only, so capsconv_backward's CUDA
-# implementation is `tuned`.
+# default otherwise) and tuned_pose; the gradients have `tuned` and `tuned_caps` (the same
+# grad_input, a faster grad_filter: capsconv_backward's CUDA default).
 halcaps_add_kernel(capsconv                     vaidya     cuda)
 halcaps_add_kernel(capsconv                     tuned      cuda)
 halcaps_add_kernel(capsconv                     tuned_co4  cuda)
@@ -99,6 +99,8 @@ halcaps_add_kernel(capsconv                     tuned_split cuda)
 halcaps_add_kernel(capsconv                     tuned_unrolled cuda)
 halcaps_add_kernel(capsconv_grad_input          tuned      cuda)
 halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)
+halcaps_add_kernel(capsconv_grad_input          tuned_caps cuda)
+halcaps_add_kernel(capsconv_grad_filter         tuned_caps cuda)
 # The Winograd forms of the forward for 3x3 filters at stride 1
 # (generators/capsconv_winograd.cpp, schedules/capsconv_winograd_schedules.cpp):
 # F(2x2, 3x3) and F(4x4, 3x3); the runtime names them winograd2x2_<schedule>

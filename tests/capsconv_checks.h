@@ -33,17 +33,10 @@ struct CapsConvProblem {
     ConvParams params() const { return {static_cast<int>(s.stride), static_cast<int>(s.pad)}; }
 };
 
-// Forward and backward with `options`, each output checked against float64.
-inline void check_capsconv(const reference::CapsConvShape &shape, const Options &options, bool backward = true) {
-    CapsConvProblem p(shape);
-    INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << options.implementation);
-    const Status forward = capsconv(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
-                                    host_view(p.output, p.output_shape()), p.params(), options);
-    INFO(forward.message);
-    REQUIRE(forward.ok());
-    require_matches("output", p.output, reference::capsconv_f64(p.s, p.input.data(), p.filter.data()),
-                    shape.kernel_h * shape.kernel_w * shape.in_caps * 4);
-    if (!backward) return;
+// Both gradients with `options`, checked against float64 (problem `p`'s
+// grad_input and grad_filter start NaN-poisoned).
+inline void check_capsconv_backward(CapsConvProblem &p, const Options &options) {
+    const reference::CapsConvShape &shape = p.s;
     const Status b = capsconv_backward(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
                                        host_view(p.grad_output, p.output_shape()),
                                        host_view(p.grad_input, p.input_shape()),
@@ -56,6 +49,19 @@ inline void check_capsconv(const reference::CapsConvShape &shape, const Options 
     require_matches("grad_filter", p.grad_filter,
                     reference::capsconv_grad_filter_f64(p.s, p.grad_output.data(), p.input.data()),
                     shape.batch * shape.out_height() * shape.out_width() * 4);
+}
+
+// Forward and backward with `options`, each output checked against float64.
+inline void check_capsconv(const reference::CapsConvShape &shape, const Options &options, bool backward = true) {
+    CapsConvProblem p(shape);
+    INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << options.implementation);
+    const Status forward = capsconv(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
+                                    host_view(p.output, p.output_shape()), p.params(), options);
+    INFO(forward.message);
+    REQUIRE(forward.ok());
+    require_matches("output", p.output, reference::capsconv_f64(p.s, p.input.data(), p.filter.data()),
+                    shape.kernel_h * shape.kernel_w * shape.in_caps * 4);
+    if (backward) check_capsconv_backward(p, options);
 }
 
 }  // namespace halcaps::testing

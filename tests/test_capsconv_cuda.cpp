@@ -106,6 +106,7 @@ TEST_CASE("cuda capsconv: the Halide schedules are listed, tuned for both direct
         REQUIRE(std::find(forward.begin(), forward.end(), name) != forward.end());
     }
     REQUIRE(has_backward("tuned"));
+    REQUIRE(has_backward("tuned_caps"));
 }
 
 TEST_CASE("cuda capsconv: odd sizes, strides, padding with host tensors", "[cuda][capsconv]") {
@@ -136,6 +137,23 @@ TEST_CASE("cuda capsconv: device tensors on the default stream and on the caller
         check_on_device({1, 1, 1, 1, 1, 1, 1, 1, 0}, name, backward, stream);
     }
     cuda_ok(cudaStreamDestroy(stream));
+}
+
+// Backward implementations that have no forward of the same name (tuned_caps).
+TEST_CASE("cuda capsconv: backward-only implementations", "[cuda][capsconv]") {
+    const auto forward = halide_cuda_implementations("capsconv");
+    for (const auto &name : halide_cuda_implementations("capsconv_backward")) {
+        if (std::find(forward.begin(), forward.end(), name) != forward.end()) continue;
+        std::vector<CapsConvShape> shapes = cuda_conv_shapes();
+        shapes.push_back({1, 128, 128, 3, 5, 5, 1, 1, 0});    // Vaidya's seed
+        shapes.push_back({2, 16, 16, 16, 3, 3, 16, 1, 1});
+        shapes.push_back({2, 17, 15, 9, 3, 3, 5, 1, 1});      // ci, co one off the 8 x 4 thread block
+        for (const auto &shape : shapes) {
+            CapsConvProblem p(shape);
+            INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << name);
+            check_capsconv_backward(p, cuda_options(name));
+        }
+    }
 }
 
 // The product's blocks hold 8 x 4 output tiles (16 x 8 pixels for F(2x2),
