@@ -27,15 +27,19 @@ struct CapsConvArgs {
     uint64_t seed = 0;
 };
 
+// "" (no --schedule) runs the runtime's default for the device and shape
+// (an empty implementation name), "all" every implementation built.
 std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device) {
-    if (requested != "" && requested != "all") return {requested};
+    if (requested != "all") return {requested};
     std::vector<std::string> names;
     for (const auto &info : list_implementations()) {
         if (info.op == op && info.device == device) names.push_back(info.implementation);
     }
-    if (requested.empty() && names.size() > 1) names.resize(1);
     return names;
 }
+
+// The row label of an implementation name ("" is the runtime's default).
+std::string row_label(const std::string &name) { return name.empty() ? "default" : name; }
 
 void print_row(const char *op, const std::string &name, const char *check, const Timing &t, double flops,
                double baseline_us, const std::string &error) {
@@ -99,7 +103,7 @@ void run(CapsConvArgs &a) {
         auto call = [&] { return capsconv(input.view(), filter.view(), output.view(), params, options); };
         output.poison();
         if (Status st = call(); st.code == StatusCode::unsupported_shape && a.implementation == "all") {
-            std::printf("%-9s %-14s n/a    (%s)\n", "forward", name.c_str(), st.message.c_str());
+            std::printf("%-9s %-14s n/a    (%s)\n", "forward", row_label(name).c_str(), st.message.c_str());
             continue;
         }
         check(call());
@@ -107,7 +111,7 @@ void run(CapsConvArgs &a) {
         const auto c = reference::compare(output.host().data(), ref, tol);
         failures += !c.passed;
         const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call()); });
-        print_row("forward", name, c.passed ? "ok" : "WRONG", t, s.flops(), baseline_us, c.summary());
+        print_row("forward", row_label(name), c.passed ? "ok" : "WRONG", t, s.flops(), baseline_us, c.summary());
     }
     if (a.backward) {
         const auto ref_gi = reference::capsconv_grad_input_f64(s, grad_output.host().data(), filter.host().data());
@@ -130,7 +134,7 @@ void run(CapsConvArgs &a) {
             const auto &worst = ci.passed ? ck : ci;
             failures += !(ci.passed && ck.passed);
             const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call()); });
-            print_row("backward", name, worst.passed ? "ok" : "WRONG", t, 2 * s.flops(), 0, worst.summary());
+            print_row("backward", row_label(name), worst.passed ? "ok" : "WRONG", t, 2 * s.flops(), 0, worst.summary());
         }
     }
     if (failures) throw UsageError{std::to_string(failures) + " check(s) failed"};
@@ -155,7 +159,7 @@ void add_capsconv_command(CLI::App &app) {
     cmd->add_option("--stride", s.stride, "stride")->capture_default_str();
     cmd->add_option("--pad", s.pad, "zero padding on every side")->capture_default_str();
     cmd->add_option("--schedule", a->implementation,
-                    "implementation to run (see `halcaps info`); default: cpu; 'all': every one built");
+                    "implementation to run (see `halcaps info`); default: the runtime's default for the device and shape; 'all': every one built");
     cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
         ->capture_default_str();
