@@ -414,57 +414,8 @@ void capsconv_tuned_split(CapsConvStages &s) {
 // problem has only 75 filter poses (ci=3, 5x5, co=1): without the split
 // that is 75 threads. H200 (`halcaps capsconv --device cuda --backward`),
 // grad_input + grad_filter: seed 506 us, n=8 layer with pad 1 11605 us.
-void grad_filter_gpu(CapsConvGradFilterStages &s) {
-    RVar ryo("ryo"), ryi("ryi");
-    Var u("u");
-    // The output height is r.z's extent; chunks of ceil(OH / 64) rows.
-    Expr rows = (s.r.z.extent() + 63) / 64;
-    s.accum.update().split(s.r.z, ryo, ryi, rows, TailStrategy::GuardWithIf);
-    Func partial = s.accum.update().rfactor(ryo, u);
-    // partial(j, c, co, ci, dx, dy, u): its 16 pose elements per thread in
-    // registers (partial computed per thread of its wrapper).
-    Func partial_out = partial.in();
-    // Threads over (row chunk u, ci), 32 x 4, blocks over (u, (ci, co),
-    // (dx, dy)): the seed problem (62 chunks, ci=3, co=1, 25 taps) gets 50
-    // blocks, the n=8 layer (32 chunks, ci=co=32, 9 taps) 2304. Only block
-    // indices are fused: a fused thread index hides the per-thread point
-    // from bounds inference.
-    std::vector<Var> pa = partial_out.args();  // (j, c, co, ci, dx, dy, u)
-    Var uo("uo"), ut("ut"), cio("cio"), cit("cit"), cb("cb"), taps("taps");
-    partial_out.compute_root()
-        .split(pa[6], uo, ut, 32, TailStrategy::GuardWithIf)
-        .split(pa[3], cio, cit, 4, TailStrategy::GuardWithIf)
-        .fuse(cio, pa[2], cb)
-        .fuse(pa[4], pa[5], taps)
-        .reorder(pa[0], pa[1], ut, cit, uo, cb, taps)
-        .gpu_threads(ut, cit)
-        .gpu_blocks(uo, cb, taps)
-        .unroll(pa[0])
-        .unroll(pa[1]);
-    std::vector<Var> pv = partial.args();
-    partial.compute_at(partial_out, ut).store_in(MemoryType::Register);
-    partial.bound_extent(pv[0], 4).bound_extent(pv[1], 4);
-    for (size_t k = 2; k < pv.size(); k++) partial.bound_extent(pv[k], 1);
-    partial.unroll(pv[0]).unroll(pv[1]);
-    // The update's reduction: pose index (r.x, unrolled: each step is a
-    // 4 x 4 outer-product sum, 64 FMAs), x, the chunk's rows, images.
-    partial.update().reorder(pv[0], pv[1], s.r.x, s.r.y, ryi, s.r.w).unroll(pv[0]).unroll(pv[1]).unroll(s.r.x);
-
-    // The sum of the partials: one thread per filter element, (j, c) x 8 ci
-    // a block.
-    std::vector<Var> g = s.grad_K.args();  // (j, c, co, ci, dx, dy)
-    Var jc("jc"), go("go"), gt("gt"), gtaps("gtaps");
-    s.grad_K.fuse(g[0], g[1], jc)
-        .split(g[3], go, gt, 8, TailStrategy::GuardWithIf)
-        .fuse(g[4], g[5], gtaps)
-        .reorder(jc, gt, go, g[2], gtaps)
-        .gpu_threads(jc, gt)
-        .gpu_blocks(go, g[2], gtaps);
-    s.accum.compute_at(s.grad_K, jc).store_in(MemoryType::Register);
-    for (const Var &v : s.accum.args()) s.accum.bound_extent(v, 1);
-}
-
-// grad_filter, tuned_caps: as grad_filter_gpu, but a warp's threads run
+//
+// With threads_along_caps (tuned_caps): a warp's threads run
 // along the capsule types (8 ci x 4 co a block) rather than along the row
 // chunks: in grad_filter_gpu the 32 lanes of a warp read 32 different output
 // rows of g and of the input at every step (32 sectors a load); here a
@@ -476,32 +427,57 @@ void grad_filter_gpu(CapsConvGradFilterStages &s) {
 // 2026-11-21, bench/results/nvidia-h200-winograd/backward/): layer 2521 us
 // against tuned's 11612 (4.6x), seed 152 against 508 (3.3x), stride2 722
 // against 1185 (1.6x); the CUDA default for capsconv_backward.
-void grad_filter_gpu_caps(CapsConvGradFilterStages &s) {
+void grad_filter_gpu(CapsConvGradFilterStages &s, bool threads_along_caps) {
     RVar ryo("ryo"), ryi("ryi");
     Var u("u");
+    // The output height is r.z's extent; chunks of ceil(OH / 64) rows.
     Expr rows = (s.r.z.extent() + 63) / 64;
     s.accum.update().split(s.r.z, ryo, ryi, rows, TailStrategy::GuardWithIf);
     Func partial = s.accum.update().rfactor(ryo, u);
+    // partial(j, c, co, ci, dx, dy, u): its 16 pose elements per thread in
+    // registers (partial computed per thread of its wrapper).
     Func partial_out = partial.in();
     std::vector<Var> pa = partial_out.args();  // (j, c, co, ci, dx, dy, u)
-    Var cio("cio"), cit("cit"), coo("coo"), cot("cot"), cb("cb"), taps("taps");
-    partial_out.compute_root()
-        .split(pa[3], cio, cit, 8, TailStrategy::GuardWithIf)
-        .split(pa[2], coo, cot, 4, TailStrategy::GuardWithIf)
-        .fuse(cio, coo, cb)
-        .fuse(pa[4], pa[5], taps)
-        .reorder(pa[0], pa[1], cit, cot, cb, taps, pa[6])
-        .gpu_threads(cit, cot)
-        .gpu_blocks(cb, taps, pa[6])
-        .unroll(pa[0])
-        .unroll(pa[1]);
+    Var uo("uo"), ut("ut"), cio("cio"), cit("cit"), coo("coo"), cot("cot"), cb("cb"), taps("taps");
+    Var thread_var;
+    partial_out.compute_root();
+    if (threads_along_caps) {
+        // Threads over (ci, co), 8 x 4; blocks over ((ci, co) blocks, taps, u).
+        partial_out.split(pa[3], cio, cit, 8, TailStrategy::GuardWithIf)
+            .split(pa[2], coo, cot, 4, TailStrategy::GuardWithIf)
+            .fuse(cio, coo, cb)
+            .fuse(pa[4], pa[5], taps)
+            .reorder(pa[0], pa[1], cit, cot, cb, taps, pa[6])
+            .gpu_threads(cit, cot)
+            .gpu_blocks(cb, taps, pa[6]);
+        thread_var = cit;
+    } else {
+        // Threads over (row chunk u, ci), 32 x 4, blocks over (u, (ci, co),
+        // (dx, dy)): the seed problem (62 chunks, ci=3, co=1, 25 taps) gets 50
+        // blocks, the n=8 layer (32 chunks, ci=co=32, 9 taps) 2304. Only block
+        // indices are fused: a fused thread index hides the per-thread point
+        // from bounds inference.
+        partial_out.split(pa[6], uo, ut, 32, TailStrategy::GuardWithIf)
+            .split(pa[3], cio, cit, 4, TailStrategy::GuardWithIf)
+            .fuse(cio, pa[2], cb)
+            .fuse(pa[4], pa[5], taps)
+            .reorder(pa[0], pa[1], ut, cit, uo, cb, taps)
+            .gpu_threads(ut, cit)
+            .gpu_blocks(uo, cb, taps);
+        thread_var = ut;
+    }
+    partial_out.unroll(pa[0]).unroll(pa[1]);
     std::vector<Var> pv = partial.args();
-    partial.compute_at(partial_out, cit).store_in(MemoryType::Register);
+    partial.compute_at(partial_out, thread_var).store_in(MemoryType::Register);
     partial.bound_extent(pv[0], 4).bound_extent(pv[1], 4);
     for (size_t k = 2; k < pv.size(); k++) partial.bound_extent(pv[k], 1);
     partial.unroll(pv[0]).unroll(pv[1]);
+    // The update's reduction: pose index (r.x, unrolled: each step is a
+    // 4 x 4 outer-product sum, 64 FMAs), x, the chunk's rows, images.
     partial.update().reorder(pv[0], pv[1], s.r.x, s.r.y, ryi, s.r.w).unroll(pv[0]).unroll(pv[1]).unroll(s.r.x);
 
+    // The sum of the partials: one thread per filter element, (j, c) x 8 ci
+    // a block.
     std::vector<Var> g = s.grad_K.args();  // (j, c, co, ci, dx, dy)
     Var jc("jc"), go("go"), gt("gt"), gtaps("gtaps");
     s.grad_K.fuse(g[0], g[1], jc)
@@ -585,8 +561,8 @@ void schedule_capsconv_grad_filter(const std::string &name, const Target &target
         s.I_pad.compute_root().fuse(a[4], a[5], yn).parallel(yn).vectorize(a[0], 4).vectorize(a[1], 4);
     }
     if (name == "simple") pose_simple(s.grad_K, s.accum);
-    if (name == "tuned") grad_filter_gpu(s);
-    if (name == "tuned_caps") grad_filter_gpu_caps(s);
+    if (name == "tuned") grad_filter_gpu(s, false);
+    if (name == "tuned_caps") grad_filter_gpu(s, true);
 }
 
 }  // namespace halcaps
