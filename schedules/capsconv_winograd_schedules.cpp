@@ -3,11 +3,12 @@
 // Each schedule is a named function; the comment above it records its
 // measured time and the device it ran on.
 //
-// Every schedule here computes the four stages one after the other
-// (filter_t, input_t, product, O), each over its whole domain: the product
-// is alpha^2 independent matrix products, and each needs all of its
-// operands' rows, so the transforms are written out once rather than
-// recomputed per product tile.
+// Every schedule here computes the stages one after the other (filter_t,
+// input_t, with input_rows inlined on the CPU and its own kernel on the GPU,
+// product, O), each over its whole domain: the product is alpha^2
+// independent matrix products, and each needs all of its operands' rows, so
+// the transforms are written out once rather than recomputed per product
+// tile.
 #include "capsconv_winograd_schedules.h"
 
 #include "common.h"
@@ -43,7 +44,7 @@ void bound_points(Func f, int alpha) {
 // no blocking over the input capsule types for the caches.)
 void winograd_cpu(CapsConvWinogradStages &s) {
     const int alpha = s.alpha;
-    Var jc("jc"), wxy("wxy"), txo("txo"), txi("txi"), coo("coo"), coi("coi"), rows("rows");
+    Var wxy("wxy"), txo("txo"), txi("txi"), coo("coo"), coi("coi"), rows("rows");
 
     bound_points(s.filter_t, alpha);
     s.filter_t.compute_root()
@@ -235,8 +236,6 @@ void winograd_gpu(CapsConvWinogradStages &s, const WinogradGpuTiling &t) {
 void schedule_capsconv_winograd(const std::string &name, const Target &target, CapsConvWinogradStages &s) {
     check_schedule("capsconv_winograd", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "cpu") winograd_cpu(s);
-    // staged: 4 x 4 x 4 accumulators a product thread, 8 x 8 tiles a block.
-    // (Not yet measured.)
     // Measured 2026-11-21 on an NVIDIA H200, layer-sized problem (n=8,
     // 32x32, ci=co=32, 3x3, pad 1; 9.66 GFLOP as a direct sum), `halcaps
     // bench --device cuda --op capsconv --capsconv-shapes layer --repeats 30

@@ -166,7 +166,7 @@ TEST_CASE("cuda capsconv: the Winograd forms on 3x3, stride-1 shapes", "[cuda][c
         if (s.kernel_h == 3 && s.kernel_w == 3 && s.stride == 1) shapes.push_back(s);
     }
     //                n   H   W  ci kh kw co s  p
-    shapes.push_back({1, 16, 16, 3, 3, 3, 8, 1, 1});    // 16 x 16: one F(2x2) block
+    shapes.push_back({1, 16, 16, 3, 3, 3, 8, 1, 1});    // 16 x 16: two F(2x2) blocks
     shapes.push_back({2, 34, 32, 5, 3, 3, 9, 1, 0});    // 32 x 30
     shapes.push_back({1, 35, 33, 2, 3, 3, 3, 1, 2});    // 37 x 35
     shapes.push_back({8, 32, 32, 32, 3, 3, 32, 1, 1});  // the layer-sized problem
