@@ -46,9 +46,16 @@ void winograd_cpu(CapsConvWinogradStages &s) {
     const int alpha = s.alpha;
     Var wxy("wxy"), txo("txo"), txi("txi"), coo("coo"), coi("coi"), rows("rows");
 
+    // The product computes whole blocks of 4 co and 4 tiles, past the last
+    // ones too (and discards them), so filter_t's co loop and input_t's tx
+    // loop round up to whole blocks of 4: with the loops over the exact
+    // extents, those reads found the buffers allocated but unwritten (as on
+    // the GPU, where compute-sanitizer initcheck showed it).
+    Var fco("fco"), fci("fci"), itx("itx"), iti("iti");
     bound_points(s.filter_t, alpha);
     s.filter_t.compute_root()
-        .reorder(s.j, s.c, s.wx, s.wy, s.co, s.ci)
+        .split(s.co, fco, fci, 4, TailStrategy::RoundUp)
+        .reorder(s.j, s.c, s.wx, s.wy, fci, fco, s.ci)
         .vectorize(s.j, 4)
         .vectorize(s.c, 4)
         .unroll(s.wx)
@@ -57,7 +64,8 @@ void winograd_cpu(CapsConvWinogradStages &s) {
 
     bound_points(s.input_t, alpha);
     s.input_t.compute_root()
-        .reorder(s.c, s.i, s.wx, s.wy, s.ci, s.tx, s.ty, s.n)
+        .split(s.tx, itx, iti, 4, TailStrategy::RoundUp)
+        .reorder(s.c, s.i, s.wx, s.wy, s.ci, iti, itx, s.ty, s.n)
         .vectorize(s.c, 4)
         .vectorize(s.i, 4)
         .unroll(s.wx)
