@@ -24,20 +24,12 @@
 namespace {
 
 using namespace Halide;
-using halcaps::require_dense;
+using halcaps::require_pose_tensor;
 
 // The estimates: the larger of the two problems in the issue, n=8, 32x32,
 // ci=co=32, 3x3, stride 1, pad 1 (the seed problem, n=1, 128x128, ci=3,
 // co=1, 5x5, pad 0, is timed too: schedules/capsconv_schedules.cpp).
 constexpr int kBatch = 8, kSize = 32, kInCaps = 32, kOutCaps = 32, kKernel = 3;
-
-// Dense, zero-based, and the two trailing pose dims of extent 4.
-template <typename T>
-void require_pose_tensor(T &buffer) {
-    require_dense(buffer);
-    buffer.dim(0).set_extent(4);
-    buffer.dim(1).set_extent(4);
-}
 
 class CapsConv : public Generator<CapsConv> {
 public:

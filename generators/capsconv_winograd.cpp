@@ -29,7 +29,7 @@
 namespace {
 
 using namespace Halide;
-using halcaps::require_dense;
+using halcaps::require_pose_tensor;
 
 using Matrix = std::vector<std::vector<double>>;
 
@@ -76,14 +76,6 @@ Expr entry(const Matrix &matrix, Expr row, int col) {
     std::vector<Expr> column;
     for (const auto &r : matrix) column.push_back(Expr(static_cast<float>(r[col])));
     return mux(row, column);
-}
-
-// Dense, zero-based, and the two trailing pose dims of extent 4.
-template <typename T>
-void require_pose_tensor(T &buffer) {
-    require_dense(buffer);
-    buffer.dim(0).set_extent(4);
-    buffer.dim(1).set_extent(4);
 }
 
 // The estimates: the layer-sized problem, n=8, 32x32, ci=co=32, pad 1.

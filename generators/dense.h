@@ -17,4 +17,13 @@ void require_dense(T &buffer) {
     }
 }
 
+// The capsule convolution's tensors (generators/capsconv*.cpp): dense,
+// zero-based, and the two trailing pose dims of extent 4.
+template <typename T>
+void require_pose_tensor(T &buffer) {
+    require_dense(buffer);
+    buffer.dim(0).set_extent(4);
+    buffer.dim(1).set_extent(4);
+}
+
 }  // namespace halcaps
