@@ -81,51 +81,48 @@ Status status_from_halide(const char *op, int error_code, const std::string &err
 
 namespace {
 
-// Calls `function` as int(const void *, halide_buffer_t * x N).
-template <size_t... I>
-int call_with(void (*function)(), const void *user_context, halide_buffer_t *const *buffers,
-              std::index_sequence<I...>) {
-    using Function = int (*)(const void *, decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
-    return reinterpret_cast<Function>(function)(user_context, buffers[I]...);
+// Calls `function` as int(const void *, int32_t x S, halide_buffer_t * x N).
+template <size_t... S, size_t... I>
+int call_with(void (*function)(), const void *user_context, const int32_t *scalars, halide_buffer_t *const *buffers,
+              std::index_sequence<S...>, std::index_sequence<I...>) {
+    using Function = int (*)(const void *, decltype((void)S, int32_t{})...,
+                             decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
+    return reinterpret_cast<Function>(function)(user_context, scalars[S]..., buffers[I]...);
 }
 
-// Calls `function` as int(const void *, int32_t, halide_buffer_t * x N).
-template <size_t... I>
-int call_with_1_scalar(void (*function)(), const void *user_context, const int32_t *scalars,
-                       halide_buffer_t *const *buffers, std::index_sequence<I...>) {
-    using Function = int (*)(const void *, int32_t, decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
-    return reinterpret_cast<Function>(function)(user_context, scalars[0], buffers[I]...);
-}
-
-// Calls `function` as int(const void *, int32_t, int32_t, halide_buffer_t * x N).
-template <size_t... I>
-int call_with_2_scalars(void (*function)(), const void *user_context, const int32_t *scalars,
-                        halide_buffer_t *const *buffers, std::index_sequence<I...>) {
-    using Function =
-        int (*)(const void *, int32_t, int32_t, decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
-    return reinterpret_cast<Function>(function)(user_context, scalars[0], scalars[1], buffers[I]...);
-}
-
-template <size_t... N>
-int call_n(int n, int scalar_count, void (*function)(), const void *user_context, const int32_t *scalars,
+// With S scalars and n buffers: exactly one N matches n.
+template <size_t S, size_t... N>
+int call_n(int n, void (*function)(), const void *user_context, const int32_t *scalars,
            halide_buffer_t *const *buffers, std::index_sequence<N...>) {
     int result = halide_error_code_generic_error;
-    // Exactly one N matches n.
-    if (scalar_count == 0) {
-        ((N == static_cast<size_t>(n) ? (result = call_with(function, user_context, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
-    } else if (scalar_count == 1) {
-        ((N == static_cast<size_t>(n) ? (result = call_with_1_scalar(function, user_context, scalars, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
-    } else if (scalar_count == 2) {
-        ((N == static_cast<size_t>(n) ? (result = call_with_2_scalars(function, user_context, scalars, buffers, std::make_index_sequence<N>{}), 0) : 0), ...);
-    }
+    ((N == static_cast<size_t>(n)
+          ? (result = call_with(function, user_context, scalars, buffers, std::make_index_sequence<S>{},
+                                std::make_index_sequence<N>{}),
+             0)
+          : 0),
+     ...);
+    return result;
+}
+
+// With scalar_count scalars: exactly one S matches it.
+template <size_t... S>
+int call_s(int scalar_count, int n, void (*function)(), const void *user_context, const int32_t *scalars,
+           halide_buffer_t *const *buffers, std::index_sequence<S...>) {
+    int result = halide_error_code_generic_error;
+    ((S == static_cast<size_t>(scalar_count)
+          ? (result = call_n<S>(n, function, user_context, scalars, buffers,
+                                std::make_index_sequence<HalideKernel::kMaxBuffers + 1>{}),
+             0)
+          : 0),
+     ...);
     return result;
 }
 
 }  // namespace
 
 int HalideKernel::operator()(const void *user_context, const int32_t *scalars, halide_buffer_t *const *buffers) const {
-    return call_n(buffers_, scalars_, function_, user_context, scalars, buffers,
-                  std::make_index_sequence<kMaxBuffers + 1>{});
+    return call_s(scalars_, buffers_, function_, user_context, scalars, buffers,
+                  std::make_index_sequence<kMaxScalars + 1>{});
 }
 
 Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,

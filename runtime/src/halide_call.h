@@ -35,38 +35,26 @@ private:
 };
 
 // An ahead-of-time compiled Halide pipeline: `int f(const void *user_context,
-// halide_buffer_t *...)` with its inputs first, then its outputs. Kernels
-// take different numbers of buffers (prediction 3, routing 3, the DigitCaps
-// backward 7), so the function is kept type-erased together with its buffer
-// count, which the constructor reads off the function's type.
+// int32_t..., halide_buffer_t *...)` with its scalar inputs first (the
+// capsule convolution's stride and pad, or the Winograd form's pad alone),
+// then its buffers, inputs before outputs. Kernels take different numbers of
+// both (prediction 3 buffers, the DigitCaps backward 7), so the function is
+// kept type-erased together with the two counts, which the constructor reads
+// off the function's type.
 class HalideKernel {
 public:
     static constexpr int kMaxBuffers = 8;
+    static constexpr int kMaxScalars = 2;
 
     HalideKernel() = default;
-    template <typename... Buffers>
-    HalideKernel(int (*function)(const void *, Buffers *...))
-        : function_(reinterpret_cast<void (*)()>(function)), buffers_(sizeof...(Buffers)) {
-        static_assert((std::is_same_v<Buffers, halide_buffer_t> && ...), "Halide kernels take halide_buffer_t pointers");
-        static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
-    }
-
-    // Kernels with one leading int32 scalar input (the Winograd capsule
-    // convolution's pad): `int f(const void *, int32_t, halide_buffer_t *...)`.
-    template <typename... Buffers>
-    HalideKernel(int (*function)(const void *, int32_t, Buffers *...))
-        : function_(reinterpret_cast<void (*)()>(function)), buffers_(sizeof...(Buffers)), scalars_(1) {
-        static_assert((std::is_same_v<Buffers, halide_buffer_t> && ...), "Halide kernels take halide_buffer_t pointers");
-        static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
-    }
-
-    // Kernels with two leading int32 scalar inputs (the capsule convolution's
-    // stride and pad): `int f(const void *, int32_t, int32_t, halide_buffer_t *...)`.
-    template <typename... Buffers>
-    HalideKernel(int (*function)(const void *, int32_t, int32_t, Buffers *...))
-        : function_(reinterpret_cast<void (*)()>(function)), buffers_(sizeof...(Buffers)), scalars_(2) {
-        static_assert((std::is_same_v<Buffers, halide_buffer_t> && ...), "Halide kernels take halide_buffer_t pointers");
-        static_assert(sizeof...(Buffers) <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
+    template <typename... Args>
+    HalideKernel(int (*function)(const void *, Args...))
+        : function_(reinterpret_cast<void (*)()>(function)), buffers_(count<halide_buffer_t *, Args...>()),
+          scalars_(count<int32_t, Args...>()) {
+        static_assert(scalars_then_buffers<Args...>(),
+                      "Halide kernels take int32_t scalars, then halide_buffer_t pointers");
+        static_assert(count<halide_buffer_t *, Args...>() <= kMaxBuffers, "raise HalideKernel::kMaxBuffers");
+        static_assert(count<int32_t, Args...>() <= kMaxScalars, "raise HalideKernel::kMaxScalars");
     }
 
     int buffer_count() const { return buffers_; }
@@ -75,6 +63,25 @@ public:
     int operator()(const void *user_context, const int32_t *scalars, halide_buffer_t *const *buffers) const;
 
 private:
+    // How many of Args are T.
+    template <typename T, typename... Args>
+    static constexpr int count() {
+        return (0 + ... + static_cast<int>(std::is_same_v<Args, T>));
+    }
+    // Whether Args are int32_t scalars followed by buffer pointers, nothing else.
+    template <typename... Args>
+    static constexpr bool scalars_then_buffers() {
+        constexpr bool is_scalar[] = {std::is_same_v<Args, int32_t>..., false};
+        constexpr bool is_buffer[] = {std::is_same_v<Args, halide_buffer_t *>..., false};
+        bool seen_buffer = false;
+        for (size_t k = 0; k < sizeof...(Args); k++) {
+            if (!is_scalar[k] && !is_buffer[k]) return false;
+            if (is_scalar[k] && seen_buffer) return false;
+            seen_buffer = seen_buffer || is_buffer[k];
+        }
+        return true;
+    }
+
     void (*function_)() = nullptr;
     int buffers_ = 0;
     int scalars_ = 0;
