@@ -27,7 +27,7 @@ const std::vector<std::string> kCpuSchedules = {"cpu", "simple"};
 const std::vector<std::string> kCpuForwardSchedules = {"cpu", "cpu_co4", "simple"};
 // The GPU schedules (below the CPU ones): forward, and the gradients' subsets.
 const std::vector<std::string> kGpuSchedules = {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split",
-                                                "tuned_unrolled"};
+                                                "tuned_unrolled", "tuned_vec"};
 const std::vector<std::string> kGpuGradientSchedules = {"tuned", "tuned_caps"};
 
 // Output pixels along x held in registers at once by the cpu schedules: each
@@ -200,6 +200,12 @@ struct PoseConvGpuTiling {
     int chunk;          // reduction capsule types per shared-memory step
     bool stage_input;   // copy the input tile (with its halo) to shared memory too
     int filter_out_caps_dim = 2;  // the filter dim of the output's capsule type (forward: co, 2)
+    // Forward with row_threads only: the 4 outputs of a thread's pose row are
+    // one vector (p0 vectorized), each step loads the thread's input pose row
+    // as one 16-byte vector into registers and the filter pose's rows as
+    // 16-byte vectors from shared memory, and the output row is one 16-byte
+    // store (the pose tensors' 16-byte alignment: generators/dense.h).
+    bool vector_rows = false;
 };
 
 // `f`, computed at a loop of the block `accum` runs in, copied to shared
@@ -247,7 +253,12 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
         out.reorder(p0, p1, ai, xt, yt, xo, yo, an).gpu_threads(xt, yt).unroll(p1);
         threads = {t.x_threads, t.y_threads};
     }
-    out.gpu_blocks(xo, yo, an).unroll(p0).unroll(ai);
+    out.gpu_blocks(xo, yo, an).unroll(ai);
+    if (t.vector_rows) {
+        out.vectorize(p0);
+    } else {
+        out.unroll(p0);
+    }
 
     // The block's accumulators, a whole tile even at the edges (the operands
     // are zero or clamped outside their ranges; what lies past the output is
@@ -270,8 +281,19 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
         accum.reorder(p0, p1, a, n, x, y).gpu_threads(x, y).unroll(p1);
         update.reorder(p0, p1, a, n, r.x, r.z, r.w, rci, x, y, rco).gpu_threads(x, y).unroll(p1);
     }
-    accum.unroll(p0).unroll(a).unroll(n);
-    update.unroll(p0).unroll(a).unroll(n).unroll(r.x);
+    accum.unroll(a).unroll(n);
+    update.unroll(a).unroll(n).unroll(r.x);
+    if (t.vector_rows) {
+        accum.vectorize(p0);
+        update.vectorize(p0);
+        // The thread's input pose row for one tap: 4 floats, one vector load,
+        // kept in registers while the unrolled r.x steps use its lanes.
+        Func row = input.in(accum);
+        row.compute_at(accum, r.z).store_in(MemoryType::Register).vectorize(row.args()[0]);
+    } else {
+        accum.unroll(p0);
+        update.unroll(p0);
+    }
 
     // The filter's capsule dims: (2, 3) = (co, ci) in the forward, where co
     // is the output's and ci the reduction's; the other way round in grad_input.
@@ -345,6 +367,13 @@ void capsconv_tuned_unrolled(CapsConvStages &s) {
     capsconv_tuned(s);
     Expr kw = s.r.z.extent(), kh = s.r.w.extent();
     for (int k : {5, 3}) s.accum.update().specialize(kw == k && kh == k).unroll(s.r.z).unroll(s.r.w);
+}
+
+// tuned_vec: tuned with vector_rows (see PoseConvGpuTiling).
+void capsconv_tuned_vec(CapsConvStages &s) {
+    PoseConvGpuTiling t{32, 2, true, 1, 4, false};
+    t.vector_rows = true;
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t);
 }
 
 // tuned_split: for problems with few outputs (the seed problem: 15376
@@ -506,9 +535,13 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
             throw CompileError("capsconv: space point '" + name + "' asks for " + std::to_string(threads) +
                                " threads a block (at most 1024)");
         }
-        return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad,
-                             {v["x_threads"], v["y_threads"], v["row_threads"] != 0, v["caps_tile"], v["chunk"],
-                              v["stage_input"] != 0});
+        if (v["vector_rows"] && !v["row_threads"]) {
+            throw CompileError("capsconv: space point '" + name + "' asks for vector_rows=1 without row_threads=1");
+        }
+        PoseConvGpuTiling t{v["x_threads"], v["y_threads"], v["row_threads"] != 0, v["caps_tile"], v["chunk"],
+                            v["stage_input"] != 0};
+        t.vector_rows = v["vector_rows"] != 0;
+        return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t);
     }
     check_schedule("capsconv", name, target, kCpuForwardSchedules, kGpuSchedules);
     if (name == "cpu") capsconv_cpu(s);
@@ -520,6 +553,7 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
     if (name == "tuned_pose") capsconv_tuned_pose(s);
     if (name == "tuned_split") capsconv_tuned_split(s);
     if (name == "tuned_unrolled") capsconv_tuned_unrolled(s);
+    if (name == "tuned_vec") capsconv_tuned_vec(s);
 }
 
 // cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,

@@ -65,7 +65,8 @@ inline const std::vector<SpaceSpec> &specs() {
           {"row_threads", 0, 1, false, 1, "one thread per pose row (else per whole 4x4 pose)"},
           {"caps_tile", 1, 8, true, 4, "output capsule types a thread, in registers"},
           {"chunk", 1, 32, true, 2, "input capsule types a shared-memory step"},
-          {"stage_input", 0, 1, false, 0, "stage the input tile (with its halo) in shared memory too"}}},
+          {"stage_input", 0, 1, false, 0, "stage the input tile (with its halo) in shared memory too"},
+          {"vector_rows", 0, 1, false, 0, "16-byte vector loads of pose rows (needs row_threads=1)"}}},
         // The gradients (defaults: the named schedules `cpu` and `tuned`).
         {"capsule_predict_grad_input", "cpu",
          {{"tile_i", 1, 1024, true, 4, "input capsules per parallel tile"}}},

@@ -1,5 +1,7 @@
 // Bad input never aborts: every entry point returns the exact status, with a
 // message that names the offending argument.
+#include <cstdint>
+
 #include "test_support.h"
 
 using namespace halcaps;
@@ -133,6 +135,24 @@ TEST_CASE("predict: tensors in mixed or wrong memory spaces", "[errors]") {
                    "predict: u is in cuda memory but the cpu device was asked for");
 }
 
+TEST_CASE("predict: a CUDA tensor that does not start on a 16-byte boundary", "[errors]") {
+    // Checked with the other arguments, before any device is touched, so the
+    // pointer (a float or two into W's host storage) is never dereferenced.
+    auto aligned = [](const float *p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    ForwardArgs a;
+    for (TensorView *t : {&a.u, &a.W, &a.u_hat}) t->space = MemorySpace::cuda;
+    a.W.data = a.p.W.data() + (aligned(a.p.W.data() + 1) ? 2 : 1);
+    require_status(a.run(), StatusCode::misaligned_pointer,
+                   "predict: W is in cuda memory at an address that is not 16-byte aligned");
+    // Host tensors may start anywhere.
+    ForwardArgs b;
+    std::vector<float> shifted(b.p.u_hat.size() + 1);
+    b.u_hat.data = shifted.data() + (aligned(shifted.data() + 1) ? 0 : 1);
+    const Status s = b.run();
+    INFO(s.message);
+    REQUIRE(s.ok());
+}
+
 TEST_CASE("predict: a CUDA run with no CUDA device, or no CUDA in the build", "[errors]") {
     ForwardArgs a;
     a.options.device = Device::cuda;
@@ -153,4 +173,5 @@ TEST_CASE("status codes have stable names", "[errors]") {
     REQUIRE(std::string(status_code_name(StatusCode::ok)) == "ok");
     REQUIRE(std::string(status_code_name(StatusCode::extent_mismatch)) == "extent_mismatch");
     REQUIRE(std::string(status_code_name(StatusCode::device_unavailable)) == "device_unavailable");
+    REQUIRE(std::string(status_code_name(StatusCode::misaligned_pointer)) == "misaligned_pointer");
 }

@@ -19,6 +19,7 @@ const char *status_code_name(StatusCode code) {
     case StatusCode::unsupported_iterations: return "unsupported_iterations";
     case StatusCode::bad_parameter: return "bad_parameter";
     case StatusCode::unsupported_shape: return "unsupported_shape";
+    case StatusCode::misaligned_pointer: return "misaligned_pointer";
     }
     return "unknown_status_code";
 }
