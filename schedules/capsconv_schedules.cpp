@@ -235,9 +235,63 @@ void stage_in_shared(Func f, Func accum, const RVar &at, const std::vector<int> 
     }
 }
 
+// The input tile of a vector_rows schedule, copied to shared memory by the
+// block's (pose row, x, y) threads in the compute's own layout: each thread
+// copies its pose row of a pixel as one 16-byte vector (a warp: 8 pixels x 4
+// rows, 512 contiguous bytes), walking the tile's halo in steps of the
+// block's extents and the chunk's capsule types unrolled, so the copy has no
+// division by run-time extents (stage_in_shared's flattened copy divides
+// by the tile's extents, which depend on the stride and filter size) and
+// the chunk's loads are in flight together.
+void stage_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int chunk) {
+    std::vector<Var> a = f.args();  // (c, i, ci, x, y, n)
+    Var xo("xo"), xt("xt"), yo("yo"), yt("yt");
+    f.compute_at(accum, at)
+        .store_in(MemoryType::GPUShared)
+        .bound_extent(a[0], 4)
+        .bound_extent(a[1], 4)
+        .bound_extent(a[2], chunk)
+        .bound_extent(a[5], 1)
+        .split(a[3], xo, xt, x_threads, TailStrategy::GuardWithIf)
+        .split(a[4], yo, yt, y_threads, TailStrategy::GuardWithIf)
+        .reorder(a[0], a[2], a[1], xt, yt, xo, yo, a[5])
+        .vectorize(a[0])
+        .unroll(a[2])
+        .gpu_threads(a[1], xt, yt);
+    // Pixels 64 bytes apart (the chunk's capsule types outermost), so a
+    // warp's 8 pixels x 4 rows span 512 contiguous bytes: no bank conflicts.
+    f.reorder_storage(a[0], a[1], a[3], a[4], a[2], a[5]);
+}
+
+// The filter poses of a vector_rows forward, copied the same way: a thread
+// per pose row c (4) and filter tap (dx along the block's x threads, dy
+// along its y threads), each row (j, 4 floats) one 16-byte vector, the
+// chunk's capsule types and the thread's output types unrolled.
+void stage_filter_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int caps_tile,
+                                 int chunk) {
+    std::vector<Var> a = f.args();  // (j, c, co, ci, dx, dy)
+    Var xo("xo"), xt("xt"), yo("yo"), yt("yt");
+    f.compute_at(accum, at)
+        .store_in(MemoryType::GPUShared)
+        .bound_extent(a[0], 4)
+        .bound_extent(a[1], 4)
+        .bound_extent(a[2], caps_tile)
+        .bound_extent(a[3], chunk)
+        .split(a[4], xo, xt, x_threads, TailStrategy::GuardWithIf)
+        .split(a[5], yo, yt, y_threads, TailStrategy::GuardWithIf)
+        .reorder(a[0], a[2], a[3], a[1], xt, yt, xo, yo)
+        .vectorize(a[0])
+        .unroll(a[2])
+        .unroll(a[3])
+        .gpu_threads(a[1], xt, yt);
+}
+
 // `out` (p0, p1, a, x, y, n), `accum` its pure-init + update, `r` over
 // (pose index, capsule type, dx, dy), `filter` and `input` the two operands.
 void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input, const PoseConvGpuTiling &t) {
+    if (t.vector_rows && (!t.row_threads || t.filter_out_caps_dim != 2)) {
+        throw CompileError("pose_conv_gpu: vector_rows is for the forward with row_threads only");
+    }
     std::vector<Var> d = out.args();
     Var p0 = d[0], p1 = d[1], a = d[2], x = d[3], y = d[4], n = d[5];
     Var xo("xo"), xt("xt"), yo("yo"), yt("yt"), ao("ao"), ai("ai"), an("an");
@@ -298,8 +352,16 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
     // The filter's capsule dims: (2, 3) = (co, ci) in the forward, where co
     // is the output's and ci the reduction's; the other way round in grad_input.
     const int filter_out = t.filter_out_caps_dim, filter_red = 5 - filter_out;
-    stage_in_shared(filter, accum, rco, threads, {{0, 4}, {1, 4}, {filter_red, t.chunk}});
-    if (t.stage_input) stage_in_shared(input, accum, rco, threads, {{0, 4}, {1, 4}});
+    if (t.vector_rows) {
+        stage_filter_rows_in_shared(filter, accum, rco, t.x_threads, t.y_threads, t.caps_tile, t.chunk);
+    } else {
+        stage_in_shared(filter, accum, rco, threads, {{0, 4}, {1, 4}, {filter_red, t.chunk}});
+    }
+    if (t.stage_input && t.vector_rows) {
+        stage_rows_in_shared(input, accum, rco, t.x_threads, t.y_threads, t.chunk);
+    } else if (t.stage_input) {
+        stage_in_shared(input, accum, rco, threads, {{0, 4}, {1, 4}});
+    }
 }
 
 // vaidya: Vaidya's decomposition: one thread per output pixel (for one n and
