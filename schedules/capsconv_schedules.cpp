@@ -27,7 +27,7 @@ const std::vector<std::string> kCpuSchedules = {"cpu", "simple"};
 const std::vector<std::string> kCpuForwardSchedules = {"cpu", "cpu_co4", "simple"};
 // The GPU schedules (below the CPU ones): forward, and the gradients' subsets.
 const std::vector<std::string> kGpuSchedules = {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split",
-                                                "tuned_unrolled", "tuned_vec"};
+                                                "tuned_unrolled", "tuned_vec", "staged_rows"};
 const std::vector<std::string> kGpuGradientSchedules = {"tuned", "tuned_caps"};
 
 // Output pixels along x held in registers at once by the cpu schedules: each
@@ -438,6 +438,16 @@ void capsconv_tuned_vec(CapsConvStages &s) {
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t);
 }
 
+// staged_rows: vector_rows with the input tile staged too
+// (stage_rows_in_shared): blocks of 8 x 4 pixels x 4 pose rows, 4 input
+// capsule types a step (the seed problem's 3 in one step), so the sum's 75
+// steps read only shared memory.
+void capsconv_staged_rows(CapsConvStages &s) {
+    PoseConvGpuTiling t{8, 4, true, 1, 4, true};
+    t.vector_rows = true;
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t);
+}
+
 // tuned_split: for problems with few outputs (the seed problem: 15376
 // pixels, one co), the sum over the filter rows dy is split across threads
 // too (rfactor over dy): a thread owns one pose row of one output pixel for
@@ -616,6 +626,7 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
     if (name == "tuned_split") capsconv_tuned_split(s);
     if (name == "tuned_unrolled") capsconv_tuned_unrolled(s);
     if (name == "tuned_vec") capsconv_tuned_vec(s);
+    if (name == "staged_rows") capsconv_staged_rows(s);
 }
 
 // cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,

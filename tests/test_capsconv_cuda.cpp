@@ -100,7 +100,7 @@ bool has_backward(const std::string &implementation) {
 
 TEST_CASE("cuda capsconv: the Halide schedules are listed, tuned for both directions", "[cuda][capsconv]") {
     const auto forward = halide_cuda_implementations("capsconv");
-    for (const char *name : {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split", "tuned_unrolled", "tuned_vec", "winograd2x2_staged",
+    for (const char *name : {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split", "tuned_unrolled", "tuned_vec", "staged_rows", "winograd2x2_staged",
                              "winograd2x2_staged_co4", "winograd4x4_staged", "winograd4x4_staged_co4"}) {
         INFO(name);
         REQUIRE(std::find(forward.begin(), forward.end(), name) != forward.end());
