@@ -47,6 +47,7 @@ public:
         s.I_pad = BoundaryConditions::constant_exterior(I, 0.0f);
         s.K_in = BoundaryConditions::repeat_edge(K);
         s.r = RDom(0, 4, 0, K.dim(3).extent(), 0, K.dim(4).extent(), 0, K.dim(5).extent(), "r");
+        s.stride = stride;
         const RDom &r = s.r;
         s.accum = Func("O_accum");
         s.accum(s.j, s.i, s.co, s.x, s.y, s.n) = 0.0f;

@@ -21,6 +21,7 @@ struct CapsConvStages {
     Halide::Func O;       // output
     Halide::Var j, i, co, x, y, n;
     Halide::RDom r;       // r.x over c (4), r.y over ci, r.z over dx, r.w over dy
+    Halide::Expr stride;  // the run-time stride (schedules that stage input tiles size them by it)
 };
 
 // grad_I(c, i, ci, X, Y, n) = sum_{j, co, dx, dy} g_pad(j, i, co, x, y, n) K_in(j, c, co, ci, dx, dy)

@@ -288,9 +288,22 @@ void stage_filter_rows_in_shared(Func f, Func accum, const RVar &at, int x_threa
 
 // `out` (p0, p1, a, x, y, n), `accum` its pure-init + update, `r` over
 // (pose index, capsule type, dx, dy), `filter` and `input` the two operands.
-void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input, const PoseConvGpuTiling &t) {
+// A launch gets at most this much shared memory unless the kernel opts in to
+// more (cuFuncSetAttribute), which Halide's CUDA runtime does not do.
+constexpr int kDefaultSharedBytes = 48 * 1024;
+
+void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input, const PoseConvGpuTiling &t,
+                   const Expr &stride = Expr()) {
     if (t.vector_rows && (!t.row_threads || t.filter_out_caps_dim != 2)) {
         throw CompileError("pose_conv_gpu: vector_rows is for the forward with row_threads only");
+    }
+    // With more than 2 output capsule types a thread, Halide no longer sees
+    // that each thread touches only its own accumulators and keeps the
+    // block's whole tile per thread (local memory, 1024 floats at 8 x 2
+    // pixels); its 16-byte accesses there faulted with
+    // CUDA_ERROR_MISALIGNED_ADDRESS on an H200 (explore, 2026-11-21).
+    if (t.vector_rows && t.caps_tile > 2) {
+        throw CompileError("pose_conv_gpu: vector_rows takes at most 2 output capsule types a thread (caps_tile)");
     }
     std::vector<Var> d = out.args();
     Var p0 = d[0], p1 = d[1], a = d[2], x = d[3], y = d[4], n = d[5];
@@ -359,6 +372,16 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
     }
     if (t.stage_input && t.vector_rows) {
         stage_rows_in_shared(input, accum, rco, t.x_threads, t.y_threads, t.chunk);
+        // The staged input tile and filter poses grow with the stride and the
+        // filter: where they pass the launch limit the kernel reports
+        // halide_error_code_specialize_fail before any device work (the
+        // runtime's unsupported_shape) instead of failing to launch.
+        const Expr kw = r.z.extent(), kh = r.w.extent();
+        const Expr tile_pixels = ((t.x_threads - 1) * stride + kw) * ((t.y_threads - 1) * stride + kh);
+        const Expr shared_bytes = 64 * t.chunk * (tile_pixels + t.caps_tile * kw * kh);
+        out.specialize(shared_bytes <= kDefaultSharedBytes);
+        out.specialize_fail("the staged input tile and filter poses of this stride and filter size need more than "
+                            "48 KB of shared memory");
     } else if (t.stage_input) {
         stage_in_shared(input, accum, rco, threads, {{0, 4}, {1, 4}});
     }
@@ -445,7 +468,7 @@ void capsconv_tuned_vec(CapsConvStages &s) {
 void capsconv_staged_rows(CapsConvStages &s) {
     PoseConvGpuTiling t{8, 4, true, 1, 4, true};
     t.vector_rows = true;
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t);
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
 }
 
 // tuned_split: for problems with few outputs (the seed problem: 15376
@@ -613,7 +636,7 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
         PoseConvGpuTiling t{v["x_threads"], v["y_threads"], v["row_threads"] != 0, v["caps_tile"], v["chunk"],
                             v["stage_input"] != 0};
         t.vector_rows = v["vector_rows"] != 0;
-        return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t);
+        return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
     }
     check_schedule("capsconv", name, target, kCpuForwardSchedules, kGpuSchedules);
     if (name == "cpu") capsconv_cpu(s);

@@ -83,14 +83,28 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
 // the direct sum's (relative L2 1.6e-6 against 6e-7 there), within the same
 // tolerance. On the CPU the Winograd forms are slower than cpu_co4 (35 and
 // 58 ms against 26 ms on that layer), so they are not the default there.
+// Every other shape on CUDA goes to staged_rows (16-byte pose rows, input
+// tile and filter staged in shared memory): on an H200 the seed problem in
+// 24.8 us against tuned's 37.9 and our I3 kernel's 50.7, the stride-2 layer
+// in 115 against tuned_co4's 180 (bench/results/nvidia-h200-staged-rows/).
+// Its staged tiles grow with the stride and the filter; for shapes whose
+// tiles pass the 48 KB a launch gets it returns unsupported_shape, and the
+// default then runs cuda_fallback_implementation() instead.
+constexpr const char *kCudaDirectDefault = "staged_rows";
+
 std::string forward_implementation(const Options &options, Device device, int64_t out_caps, int64_t kernel_h,
                                    int64_t kernel_w, int stride) {
     if (options.implementation.empty() && device == Device::cuda && kernel_h == 3 && kernel_w == 3 && stride == 1) {
         return "winograd4x4_staged";
     }
+    if (options.implementation.empty() && device == Device::cuda) return kCudaDirectDefault;
     if (options.implementation.empty() && out_caps % 4 == 0) return device == Device::cpu ? "cpu_co4" : "tuned_co4";
     return detail::chosen_implementation(options, device);
 }
+
+// The CUDA default where staged_rows' tiles do not fit: the unstaged direct
+// schedules, tuned_co4 when co is a multiple of 4.
+std::string cuda_fallback_implementation(int64_t out_caps) { return out_caps % 4 == 0 ? "tuned_co4" : "tuned"; }
 
 // The Winograd implementations (generators/capsconv_winograd.cpp) are named
 // "<form>_<schedule>": the form is winograd2x2 or winograd4x4 (generator
@@ -156,6 +170,14 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
         return detail::run_hand_cuda_capsconv(implementation, input, filter, output, params, options);
     }
     if (Status s = detail::find_kernel(op, "capsconv", implementation, device, &kernel); !s.ok()) return s;
+    const Status result = detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
+                                             {params.stride, params.pad});
+    if (result.code != StatusCode::unsupported_shape || !options.implementation.empty() ||
+        implementation != kCudaDirectDefault) {
+        return result;
+    }
+    const std::string fallback = cuda_fallback_implementation(checks.extent("out_caps"));
+    if (Status s = detail::find_kernel(op, "capsconv", fallback, device, &kernel); !s.ok()) return s;
     return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
                               {params.stride, params.pad});
 }
