@@ -206,6 +206,10 @@ struct PoseConvGpuTiling {
     // 16-byte vectors from shared memory, and the output row is one 16-byte
     // store (the pose tensors' 16-byte alignment: generators/dense.h).
     bool vector_rows = false;
+    // With vector_rows: output pixels along x per thread, x_threads apart
+    // (neighbouring lanes keep neighbouring pixels), in registers: each
+    // filter pose row loaded from shared memory feeds this many pixels.
+    int x_pixels = 1;
 };
 
 // `f`, computed at a loop of the block `accum` runs in, copied to shared
@@ -305,15 +309,26 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
     if (t.vector_rows && t.caps_tile > 2) {
         throw CompileError("pose_conv_gpu: vector_rows takes at most 2 output capsule types a thread (caps_tile)");
     }
+    if (t.x_pixels > 1 && !t.vector_rows) {
+        throw CompileError("pose_conv_gpu: x_pixels > 1 needs vector_rows");
+    }
     std::vector<Var> d = out.args();
     Var p0 = d[0], p1 = d[1], a = d[2], x = d[3], y = d[4], n = d[5];
-    Var xo("xo"), xt("xt"), yo("yo"), yt("yt"), ao("ao"), ai("ai"), an("an");
-    out.split(x, xo, xt, t.x_threads, TailStrategy::GuardWithIf)
-        .split(y, yo, yt, t.y_threads, TailStrategy::GuardWithIf)
+    Var xo("xo"), xt("xt"), xb("xb"), xi("xi"), yo("yo"), yt("yt"), ao("ao"), ai("ai"), an("an");
+    const int block_x = t.x_threads * t.x_pixels;  // output pixels along x a block
+    if (t.x_pixels > 1) {
+        out.split(x, xo, xb, block_x, TailStrategy::GuardWithIf).split(xb, xi, xt, t.x_threads);
+    } else {
+        out.split(x, xo, xt, t.x_threads, TailStrategy::GuardWithIf);
+    }
+    out.split(y, yo, yt, t.y_threads, TailStrategy::GuardWithIf)
         .split(a, ao, ai, t.caps_tile, TailStrategy::GuardWithIf)
         .fuse(ao, n, an);
     std::vector<int> threads;
-    if (t.row_threads) {
+    if (t.x_pixels > 1) {
+        out.reorder(p0, ai, xi, p1, xt, yt, xo, yo, an).gpu_threads(p1, xt, yt).unroll(xi);
+        threads = {4, t.x_threads, t.y_threads};
+    } else if (t.row_threads) {
         out.reorder(p0, ai, p1, xt, yt, xo, yo, an).gpu_threads(p1, xt, yt);
         threads = {4, t.x_threads, t.y_threads};
     } else {
@@ -335,13 +350,22 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
         .bound_extent(p0, 4)
         .bound_extent(p1, 4)
         .bound_extent(a, t.caps_tile)
-        .bound_extent(x, t.x_threads)
+        .bound_extent(x, block_x)
         .bound_extent(y, t.y_threads)
         .bound_extent(n, 1);
     RVar rco("rco"), rci("rci");
     Stage update = accum.update();
     update.split(r.y, rco, rci, t.chunk, TailStrategy::GuardWithIf);
-    if (t.row_threads) {
+    if (t.x_pixels > 1) {
+        // A thread's pixels innermost but outside the pose index r.x, so the
+        // filter row loaded for one r.x step is the same load for each pixel
+        // (merged after unrolling), and each pixel's input row is one vector.
+        accum.split(x, xi, xt, t.x_threads).reorder(p0, a, n, xi, p1, xt, y).gpu_threads(p1, xt, y).unroll(xi);
+        update.split(x, xi, xt, t.x_threads)
+            .reorder(p0, a, n, r.x, xi, r.z, r.w, rci, p1, xt, y, rco)
+            .gpu_threads(p1, xt, y)
+            .unroll(xi);
+    } else if (t.row_threads) {
         accum.reorder(p0, a, n, p1, x, y).gpu_threads(p1, x, y);
         update.reorder(p0, a, n, r.x, r.z, r.w, rci, p1, x, y, rco).gpu_threads(p1, x, y);
     } else {
@@ -356,7 +380,9 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
         // The thread's input pose row for one tap: 4 floats, one vector load,
         // kept in registers while the unrolled r.x steps use its lanes.
         Func row = input.in(accum);
-        row.compute_at(accum, r.z).store_in(MemoryType::Register).vectorize(row.args()[0]);
+        row.compute_at(t.x_pixels > 1 ? LoopLevel(accum, xi) : LoopLevel(accum, RVar(r.z)))
+            .store_in(MemoryType::Register)
+            .vectorize(row.args()[0]);
     } else {
         accum.unroll(p0);
         update.unroll(p0);
@@ -377,7 +403,7 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
         // halide_error_code_specialize_fail before any device work (the
         // runtime's unsupported_shape) instead of failing to launch.
         const Expr kw = r.z.extent(), kh = r.w.extent();
-        const Expr tile_pixels = ((t.x_threads - 1) * stride + kw) * ((t.y_threads - 1) * stride + kh);
+        const Expr tile_pixels = ((block_x - 1) * stride + kw) * ((t.y_threads - 1) * stride + kh);
         const Expr shared_bytes = 64 * t.chunk * (tile_pixels + t.caps_tile * kw * kh);
         out.specialize(shared_bytes <= kDefaultSharedBytes);
         out.specialize_fail("the staged input tile and filter poses of this stride and filter size need more than "
@@ -633,9 +659,13 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
         if (v["vector_rows"] && !v["row_threads"]) {
             throw CompileError("capsconv: space point '" + name + "' asks for vector_rows=1 without row_threads=1");
         }
+        if (v["x_pixels"] > 1 && !v["vector_rows"]) {
+            throw CompileError("capsconv: space point '" + name + "' asks for x_pixels > 1 without vector_rows=1");
+        }
         PoseConvGpuTiling t{v["x_threads"], v["y_threads"], v["row_threads"] != 0, v["caps_tile"], v["chunk"],
                             v["stage_input"] != 0};
         t.vector_rows = v["vector_rows"] != 0;
+        t.x_pixels = v["x_pixels"];
         return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
     }
     check_schedule("capsconv", name, target, kCpuForwardSchedules, kGpuSchedules);
