@@ -210,10 +210,6 @@ struct PoseConvGpuTiling {
     // (neighbouring lanes keep neighbouring pixels), in registers: each
     // filter pose row loaded from shared memory feeds this many pixels.
     int x_pixels = 1;
-    // With vector_rows: copies of the reduction for 3- and 5-wide filters
-    // with the taps along x (dx) unrolled, so a filter row's shared-memory
-    // loads can be issued ahead of the FMAs of the taps before them.
-    bool unroll_taps = false;
 };
 
 // `f`, computed at a loop of the block `accum` runs in, copied to shared
@@ -387,9 +383,6 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
         row.compute_at(t.x_pixels > 1 ? LoopLevel(accum, xi) : LoopLevel(accum, RVar(r.z)))
             .store_in(MemoryType::Register)
             .vectorize(row.args()[0]);
-        if (t.unroll_taps) {
-            for (int k : {5, 3}) update.specialize(r.z.extent() == k).unroll(r.z);
-        }
     } else {
         accum.unroll(p0);
         update.unroll(p0);
@@ -666,14 +659,13 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
         if (v["vector_rows"] && !v["row_threads"]) {
             throw CompileError("capsconv: space point '" + name + "' asks for vector_rows=1 without row_threads=1");
         }
-        if ((v["x_pixels"] > 1 || v["unroll_taps"]) && !v["vector_rows"]) {
-            throw CompileError("capsconv: space point '" + name + "' asks for x_pixels > 1 or unroll_taps=1 without vector_rows=1");
+        if (v["x_pixels"] > 1 && !v["vector_rows"]) {
+            throw CompileError("capsconv: space point '" + name + "' asks for x_pixels > 1 without vector_rows=1");
         }
         PoseConvGpuTiling t{v["x_threads"], v["y_threads"], v["row_threads"] != 0, v["caps_tile"], v["chunk"],
                             v["stage_input"] != 0};
         t.vector_rows = v["vector_rows"] != 0;
         t.x_pixels = v["x_pixels"];
-        t.unroll_taps = v["unroll_taps"] != 0;
         return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
     }
     check_schedule("capsconv", name, target, kCpuForwardSchedules, kGpuSchedules);

@@ -67,8 +67,7 @@ inline const std::vector<SpaceSpec> &specs() {
           {"chunk", 1, 32, true, 2, "input capsule types a shared-memory step"},
           {"stage_input", 0, 1, false, 0, "stage the input tile (with its halo) in shared memory too"},
           {"vector_rows", 0, 1, false, 0, "16-byte vector loads of pose rows (needs row_threads=1)"},
-          {"x_pixels", 1, 4, true, 1, "output pixels along x a thread (needs vector_rows=1)"},
-          {"unroll_taps", 0, 1, false, 0, "unroll the filter taps along x for 3- and 5-wide filters (needs vector_rows=1)"}}},
+          {"x_pixels", 1, 4, true, 1, "output pixels along x a thread (needs vector_rows=1)"}}},
         // The gradients (defaults: the named schedules `cpu` and `tuned`).
         {"capsule_predict_grad_input", "cpu",
          {{"tile_i", 1, 1024, true, 4, "input capsules per parallel tile"}}},
