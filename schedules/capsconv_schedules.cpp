@@ -210,6 +210,11 @@ struct PoseConvGpuTiling {
     // (neighbouring lanes keep neighbouring pixels), in registers: each
     // filter pose row loaded from shared memory feeds this many pixels.
     int x_pixels = 1;
+    // Tried and dropped the same day: copies of the reduction for 3- and
+    // 5-wide filters with the dx taps unrolled (specialize + unroll). On the
+    // seed problem the one launch that ran took 38 us against 28 us rolled
+    // (4 x 4 pixel blocks), and the larger blocks failed to launch
+    // (CUDA_ERROR_INVALID_VALUE).
 };
 
 // `f`, computed at a loop of the block `accum` runs in, copied to shared
@@ -480,7 +485,18 @@ void capsconv_tuned_unrolled(CapsConvStages &s) {
     for (int k : {5, 3}) s.accum.update().specialize(kw == k && kh == k).unroll(s.r.z).unroll(s.r.w);
 }
 
-// tuned_vec: tuned with vector_rows (see PoseConvGpuTiling).
+// tuned_vec: tuned with vector_rows (see PoseConvGpuTiling): 16-byte loads
+// of the input pose row (through L1) and of the filter rows (shared), one
+// 16-byte store a pose row. Predicted: the seed problem about 2x faster than
+// tuned, on the guess that tuned's 4 scalar input loads a step (each
+// touching 8 pixels' sectors) kept L1 busy. Measured on an H200
+// (`halcaps bench --device cuda --op capsconv --repeats 30 --seed 41`,
+// 2026-11-21, bench/results/nvidia-h200-staged-rows/): 37.3 / 903 / 332 us
+// against tuned's 37.9 / 1500 / 210. The guess was wrong: under ncu
+// (ncu_seed_tuned_vec.txt) both kernels take 33 us with L1 36% and DRAM 2%
+// busy: each step waits for its input row, whose warp reads a new pixel
+// column at every tap (an L1 miss, 85% hit rate), with only 15 warps an SM
+// to hide it. Staging the input (staged_rows) is what removes the wait.
 void capsconv_tuned_vec(CapsConvStages &s) {
     PoseConvGpuTiling t{32, 2, true, 1, 4, false};
     t.vector_rows = true;
@@ -490,7 +506,20 @@ void capsconv_tuned_vec(CapsConvStages &s) {
 // staged_rows: vector_rows with the input tile staged too
 // (stage_rows_in_shared): blocks of 8 x 4 pixels x 4 pose rows, 4 input
 // capsule types a step (the seed problem's 3 in one step), so the sum's 75
-// steps read only shared memory.
+// steps read only shared memory. Shapes whose staged tiles pass 48 KB
+// (stride 3 with 5x5 filters, stride 2 with 5x5) get unsupported_shape; the
+// runtime's default then takes tuned or tuned_co4. Measured on an H200 in
+// the run above: seed 25.9 us (our I3 kernel 51.9: 2.00x; tuned 37.9),
+// layer 695 (tuned_co4 713; winograd4x4_staged 216), stride2 114.1 (cuDNN
+// 140.2 with its permutes, 100.9 bare; tuned_co4 185.3): the CUDA default
+// outside the Winograd form. Under ncu the seed kernel takes 19.4 us at
+// ncu's 1.47 GHz clock with 3.7 warps a scheduler issuing every other
+// cycle, stalled mostly on shared-memory loads; every CUDA call in the
+// bench costs about 11 us even on a 2x2 image (I3 10.9, this 12.4), so the
+// seed row is about half call overhead. Explored around it
+// (schedules/spaces/capsconv_cuda_rows.space): 4-16 x 2-8 pixel blocks and
+// chunks of 2 and 4 lie within 10% of it, and 2 or 4 pixels a thread
+// (x_pixels) are slower (27.0 us at 2, same run), as the thread count halves.
 void capsconv_staged_rows(CapsConvStages &s) {
     PoseConvGpuTiling t{8, 4, true, 1, 4, true};
     t.vector_rows = true;
