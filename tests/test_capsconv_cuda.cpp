@@ -156,6 +156,27 @@ TEST_CASE("cuda capsconv: the seed problem, a small layer and the default implem
     check_capsconv({1, 23, 29, 3, 5, 5, 4, 3, 2}, cuda_options(""));
 }
 
+// The Halide kernels load and store 16 bytes at a time: a device tensor one
+// float past a 16-byte boundary is refused, with its name, before any kernel
+// runs (the hand-written kernels take it: test_capsconv_cuda_hand.cpp).
+TEST_CASE("cuda capsconv: device tensors off a 16-byte boundary are refused", "[cuda][capsconv]") {
+    CapsConvProblem p({1, 13, 11, 3, 5, 5, 1, 1, 0});
+    for (const char *misaligned : {"input", "filter", "output"}) {
+        const std::string which = misaligned;
+        DeviceTensor input(p.input, false, which == "input" ? 1 : 0);
+        DeviceTensor filter(p.filter, false, which == "filter" ? 1 : 0);
+        DeviceTensor output(p.output, true, which == "output" ? 1 : 0);
+        for (const char *name : {"", "staged_rows", "tuned"}) {
+            const Status s = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()),
+                                      output.view(p.output_shape()), p.params(), cuda_options(name));
+            INFO(which << ", implementation '" << name << "': " << s.message);
+            REQUIRE(s.code == StatusCode::misaligned_pointer);
+            REQUIRE(s.message.rfind("capsconv: " + which + " is in cuda memory at an address that is not 16-byte aligned",
+                                    0) == 0);
+        }
+    }
+}
+
 TEST_CASE("cuda capsconv: device tensors on the default stream and on the caller's stream", "[cuda][capsconv]") {
     cudaStream_t stream = nullptr;
     cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -135,19 +135,13 @@ TEST_CASE("predict: tensors in mixed or wrong memory spaces", "[errors]") {
                    "predict: u is in cuda memory but the cpu device was asked for");
 }
 
-TEST_CASE("predict: a CUDA tensor that does not start on a 16-byte boundary", "[errors]") {
-    // Checked with the other arguments, before any device is touched, so the
-    // pointer (a float or two into W's host storage) is never dereferenced.
-    auto aligned = [](const float *p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-    ForwardArgs a;
-    for (TensorView *t : {&a.u, &a.W, &a.u_hat}) t->space = MemorySpace::cuda;
-    a.W.data = a.p.W.data() + (aligned(a.p.W.data() + 1) ? 2 : 1);
-    require_status(a.run(), StatusCode::misaligned_pointer,
-                   "predict: W is in cuda memory at an address that is not 16-byte aligned");
-    // Host tensors may start anywhere.
+TEST_CASE("predict: host tensors may start anywhere", "[errors]") {
+    // (CUDA tensors for the Halide kernels must start on a 16-byte boundary:
+    // misaligned_pointer, checked by the CUDA tests.)
     ForwardArgs b;
     std::vector<float> shifted(b.p.u_hat.size() + 1);
-    b.u_hat.data = shifted.data() + (aligned(shifted.data() + 1) ? 0 : 1);
+    const bool aligned = reinterpret_cast<std::uintptr_t>(shifted.data() + 1) % 16 == 0;
+    b.u_hat.data = shifted.data() + (aligned ? 0 : 1);
     const Status s = b.run();
     INFO(s.message);
     REQUIRE(s.ok());

@@ -1,13 +1,10 @@
 #include "argument_checks.h"
 
-#include <cstdint>
 #include <limits>
 
 namespace halcaps::detail {
 
 namespace {
-
-constexpr std::uintptr_t kCudaAlignmentBytes = 16;
 
 std::string shape_string(const std::vector<int64_t> &v) {
     std::string s = "[";
@@ -34,16 +31,6 @@ void ArgumentChecks::tensor(const char *arg, const TensorView &t, const std::vec
     const std::string name = arg;
     if (t.data == nullptr) {
         return fail(StatusCode::null_pointer, name + " has a null data pointer");
-    }
-    // Halide's CUDA code generator turns a 4-float access at an index it can
-    // prove is a multiple of 4 into one 16-byte load or store, assuming the
-    // buffer itself starts on a 16-byte boundary; a device pointer that does
-    // not would fault the kernel (and poison the CUDA context) instead of
-    // returning a status.
-    if (t.space == MemorySpace::cuda && reinterpret_cast<std::uintptr_t>(t.data) % kCudaAlignmentBytes != 0) {
-        return fail(StatusCode::misaligned_pointer,
-                    name + " is in cuda memory at an address that is not " + std::to_string(kCudaAlignmentBytes) +
-                        "-byte aligned; CUDA tensors must start on a 16-byte boundary");
     }
     if (t.shape.size() != dims.size()) {
         return fail(StatusCode::bad_rank, name + " must have rank " + std::to_string(dims.size()) + " " +

@@ -141,7 +141,7 @@ Status run_winograd(const char *op, const std::string &implementation, const std
                     "no implementation named '" + implementation + "' for device " + device_name(device) +
                         "; available: " + detail::implementation_names(op, device));
     }
-    return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output}, {params.pad});
+    return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output}, {params.pad}, {"input", "filter", "output"});
 }
 
 }  // namespace
@@ -171,7 +171,7 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
     }
     if (Status s = detail::find_kernel(op, "capsconv", implementation, device, &kernel); !s.ok()) return s;
     const Status result = detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
-                                             {params.stride, params.pad});
+                                             {params.stride, params.pad}, {"input", "filter", "output"});
     if (result.code != StatusCode::unsupported_shape || !options.implementation.empty() ||
         implementation != kCudaDirectDefault) {
         return result;
@@ -179,7 +179,7 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
     const std::string fallback = cuda_fallback_implementation(checks.extent("out_caps"));
     if (Status s = detail::find_kernel(op, "capsconv", fallback, device, &kernel); !s.ok()) return s;
     return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
-                              {params.stride, params.pad});
+                              {params.stride, params.pad}, {"input", "filter", "output"});
 }
 
 Status capsconv_backward(const TensorView &input, const TensorView &filter, const TensorView &grad_output,
@@ -209,12 +209,12 @@ Status capsconv_backward(const TensorView &input, const TensorView &filter, cons
         return s;
     }
     if (Status s = detail::run_halide(op, grad_in->function, device, options, {grad_output, filter}, {grad_input},
-                                      {params.stride, params.pad});
+                                      {params.stride, params.pad}, {"grad_output", "filter", "grad_input"});
         !s.ok()) {
         return s;
     }
     return detail::run_halide(op, grad_filt->function, device, options, {grad_output, input}, {grad_filter},
-                              {params.stride, params.pad});
+                              {params.stride, params.pad}, {"grad_output", "input", "grad_filter"});
 }
 
 namespace detail {

@@ -37,7 +37,7 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     }
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = find_kernel(op, "capsule_predict", implementation, device, &kernel); !s.ok()) return s;
-    return detail::run_halide(op, kernel->function, device, options, {u, W}, {u_hat});
+    return detail::run_halide(op, kernel->function, device, options, {u, W}, {u_hat}, {}, {"u", "W", "u_hat"});
 }
 
 Status predict_backward(const TensorView &g, const TensorView &u, const TensorView &W, const TensorView &grad_u,
@@ -64,8 +64,8 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     if (Status s = find_kernel(op, "capsule_predict_grad_weight", implementation, device, &grad_weight); !s.ok()) {
         return s;
     }
-    if (Status s = detail::run_halide(op, grad_input->function, device, options, {g, W}, {grad_u}); !s.ok()) return s;
-    return detail::run_halide(op, grad_weight->function, device, options, {g, u}, {grad_W});
+    if (Status s = detail::run_halide(op, grad_input->function, device, options, {g, W}, {grad_u}, {}, {"g", "W", "grad_u"}); !s.ok()) return s;
+    return detail::run_halide(op, grad_weight->function, device, options, {g, u}, {grad_W}, {}, {"g", "u", "grad_W"});
 }
 
 std::vector<ImplementationInfo> list_implementations() {

@@ -138,7 +138,7 @@ Status squash(const TensorView &s, const TensorView &v, const Options &options) 
     TensorView s_flat = s, v_flat = v;
     s_flat.shape = v_flat.shape = {rows, dim};
     s_flat.strides.clear(), v_flat.strides.clear();
-    return detail::run_halide(op, kernel->function, device, options, {s_flat}, {v_flat});
+    return detail::run_halide(op, kernel->function, device, options, {s_flat}, {v_flat}, {}, {"s", "v"});
 }
 
 Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations,
@@ -158,7 +158,7 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
     HostScratch zeros;
     const TensorView b0_used = is_absent(b0) ? zeros.view(checks.extent("in_caps"), checks.extent("out_caps")) : b0;
-    return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used}, {v});
+    return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used}, {v}, {}, {"u_hat", "b0", "v"});
 }
 
 Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v, int iterations,
@@ -179,7 +179,7 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
     HostScratch zeros;
     const TensorView b0_used = is_absent(b0) ? zeros.view(checks.extent("in_caps"), checks.extent("out_caps")) : b0;
-    return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v});
+    return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
 }
 
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
@@ -200,7 +200,7 @@ Status route_backward(const TensorView &u_hat, const TensorView &b0, const Tenso
     const TensorView b0_used = is_absent(b0) ? zeros.view(I, J) : b0;
     const TensorView grad_b0_used = is_absent(grad_b0) ? unwanted.view(I, J) : grad_b0;
     return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used, grad_v},
-                              {grad_u_hat, grad_b0_used});
+                              {grad_u_hat, grad_b0_used}, {}, {"u_hat", "b0", "grad_v", "grad_u_hat", "grad_b0"});
 }
 
 Status digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &grad_v,
@@ -223,7 +223,7 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
     const TensorView b0_used = is_absent(b0) ? zeros.view(I, J) : b0;
     const TensorView grad_b0_used = is_absent(grad_b0) ? unwanted.view(I, J) : grad_b0;
     return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, grad_v},
-                              {grad_u, grad_W, grad_b0_used});
+                              {grad_u, grad_W, grad_b0_used}, {}, {"u", "W", "b0", "grad_v", "grad_u", "grad_W", "grad_b0"});
 }
 
 namespace detail {

@@ -1,5 +1,7 @@
 #include "halide_call.h"
 
+#include <cstdint>
+
 #include <cstdio>
 #include <mutex>
 #include <utility>
@@ -130,12 +132,26 @@ int HalideKernel::operator()(const void *user_context, const int32_t *scalars, h
 
 Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
                   const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
-                  const std::vector<int32_t> &scalars) {
+                  const std::vector<int32_t> &scalars, const std::vector<const char *> &names) {
     install_error_handler();
     if (static_cast<int>(scalars.size()) != kernel.scalar_count()) {
         return {StatusCode::internal_error, std::string(op) + ": kernel takes " +
                                                 std::to_string(kernel.scalar_count()) + " scalars, given " +
                                                 std::to_string(scalars.size())};
+    }
+    if (names.size() != inputs.size() + outputs.size()) {
+        return {StatusCode::internal_error, std::string(op) + ": " + std::to_string(names.size()) +
+                                                " tensor names for " +
+                                                std::to_string(inputs.size() + outputs.size()) + " tensors"};
+    }
+    for (size_t n = 0; n < names.size(); n++) {
+        const TensorView &view = n < inputs.size() ? inputs[n] : outputs[n - inputs.size()];
+        if (view.space == MemorySpace::cuda && reinterpret_cast<std::uintptr_t>(view.data) % 16 != 0) {
+            return {StatusCode::misaligned_pointer,
+                    std::string(op) + ": " + names[n] +
+                        " is in cuda memory at an address that is not 16-byte aligned; the Halide "
+                        "implementations need CUDA tensors that start on a 16-byte boundary"};
+        }
     }
     CallContext call;
     std::vector<HalideTensor> tensors;

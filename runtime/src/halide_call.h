@@ -91,9 +91,17 @@ private:
 // given device. For CUDA, a tensor in device memory is wrapped, never copied;
 // a host tensor is copied to the device (inputs) or back (outputs), and the
 // call is then synchronous. `scalars` are the kernel's leading int32 inputs.
+// `names` (inputs then outputs) name the tensors in error messages.
+//
+// Halide's CUDA code generator turns a 4-float access at an index it can
+// prove is a multiple of 4 into one 16-byte load or store, assuming each
+// buffer starts on a 16-byte boundary; a device tensor that does not would
+// fault the kernel (and poison the CUDA context), so it is refused first
+// with misaligned_pointer. (The hand-written cuda_* kernels take any
+// alignment; they do not come through here.)
 Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
                   const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
-                  const std::vector<int32_t> &scalars = {});
+                  const std::vector<int32_t> &scalars, const std::vector<const char *> &names);
 
 // Turns a Halide error code and the handler's text into a Status.
 Status status_from_halide(const char *op, int error_code, const std::string &error_text);

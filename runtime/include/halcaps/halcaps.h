@@ -28,7 +28,7 @@ enum class StatusCode {
     bad_parameter,           // a scalar parameter is out of range (capsconv: stride < 1, pad < 0)
     unsupported_shape,       // valid arguments the chosen implementation does not handle
                              // (capsconv's winograd ones: 3x3 filters at stride 1 only)
-    misaligned_pointer,      // a CUDA tensor's data pointer is not 16-byte aligned
+    misaligned_pointer,      // a CUDA tensor for a Halide kernel is not 16-byte aligned
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
@@ -47,9 +47,10 @@ enum class MemorySpace { host, cuda };
 // A view of caller-owned float32 memory. `shape` is outermost first, as NumPy
 // and PyTorch write it. `strides` (in elements) may be left empty for a dense
 // row-major tensor; if given, they must be exactly the dense row-major ones.
-// A tensor in CUDA memory must start on a 16-byte boundary (cudaMalloc's
-// pointers, and views that start a multiple of 4 floats into them, do): the
-// GPU kernels load and store 16 bytes at a time.
+// For the Halide implementations a tensor in CUDA memory must start on a
+// 16-byte boundary (cudaMalloc's pointers, and views that start a multiple of
+// 4 floats into them, do): their kernels load and store 16 bytes at a time.
+// The hand-written cuda_* implementations take any alignment.
 struct TensorView {
     float *data = nullptr;
     std::vector<int64_t> shape;
