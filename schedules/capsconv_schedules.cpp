@@ -491,8 +491,8 @@ void capsconv_tuned_unrolled(CapsConvStages &s) {
 // tuned, on the guess that tuned's 4 scalar input loads a step (each
 // touching 8 pixels' sectors) kept L1 busy. Measured on an H200
 // (`halcaps bench --device cuda --op capsconv --repeats 30 --seed 41`,
-// 2026-11-21, bench/results/nvidia-h200-staged-rows/): 37.3 / 903 / 332 us
-// against tuned's 37.9 / 1500 / 210. The guess was wrong: under ncu
+// 2026-11-21, bench/results/nvidia-h200-staged-rows/capsconv_first_run.txt):
+// 37.3 / 903 / 332 us against tuned's 37.9 / 1500 / 210. The guess was wrong: under ncu
 // (ncu_seed_tuned_vec.txt) both kernels take 33 us with L1 36% and DRAM 2%
 // busy: each step waits for its input row, whose warp reads a new pixel
 // column at every tap (an L1 miss, 85% hit rate), with only 15 warps an SM
@@ -512,7 +512,8 @@ void capsconv_tuned_vec(CapsConvStages &s) {
 // the run above: seed 25.9 us (our I3 kernel 51.9: 2.00x; tuned 37.9),
 // layer 695 (tuned_co4 713; winograd4x4_staged 216), stride2 114.1 (cuDNN
 // 140.2 with its permutes, 100.9 bare; tuned_co4 185.3): the CUDA default
-// outside the Winograd form. Under ncu the seed kernel takes 19.4 us at
+// outside the Winograd form. Over seven runs the seed ratio to I3 was
+// 1.85-2.04x (final run, capsconv.txt: 28.3 against 52.3 us). Under ncu the seed kernel takes 19.4 us at
 // ncu's 1.47 GHz clock with 3.7 warps a scheduler issuing every other
 // cycle, stalled mostly on shared-memory loads; every CUDA call in the
 // bench costs about 11 us even on a 2x2 image (I3 10.9, this 12.4), so the

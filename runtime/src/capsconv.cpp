@@ -85,8 +85,9 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
 // 58 ms against 26 ms on that layer), so they are not the default there.
 // Every other shape on CUDA goes to staged_rows (16-byte pose rows, input
 // tile and filter staged in shared memory): on an H200 the seed problem in
-// 24.8 us against tuned's 37.9 and our I3 kernel's 50.7, the stride-2 layer
-// in 115 against tuned_co4's 180 (bench/results/nvidia-h200-staged-rows/).
+// 28.3 us against tuned's 40.3 and our I3 kernel's 52.3, the stride-2 layer
+// in 109.8 against tuned_co4's 181.9 (one run,
+// bench/results/nvidia-h200-staged-rows/capsconv.txt).
 // Its staged tiles grow with the stride and the filter; for shapes whose
 // tiles pass the 48 KB a launch gets it returns unsupported_shape, and the
 // default then runs cuda_fallback_implementation() instead.
