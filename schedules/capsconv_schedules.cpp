@@ -244,55 +244,51 @@ void stage_in_shared(Func f, Func accum, const RVar &at, const std::vector<int> 
     }
 }
 
-// The input tile of a vector_rows schedule, copied to shared memory by the
-// block's (pose row, x, y) threads in the compute's own layout: each thread
-// copies its pose row of a pixel as one 16-byte vector (a warp: 8 pixels x 4
-// rows, 512 contiguous bytes), walking the tile's halo in steps of the
-// block's extents and the chunk's capsule types unrolled, so the copy has no
-// division by run-time extents (stage_in_shared's flattened copy divides
-// by the tile's extents, which depend on the stride and filter size) and
-// the chunk's loads are in flight together.
-void stage_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int chunk) {
-    std::vector<Var> a = f.args();  // (c, i, ci, x, y, n)
+// An operand of a vector_rows schedule (input tile or filter poses),
+// copied to shared memory by the block's own (pose row, x, y) threads: each
+// thread copies one pose row (dim 0, 4 floats) as a 16-byte vector, the
+// thread's pose row is dim 1, and the block's x and y threads walk the
+// operand's two spatial dims (pixels for the input, filter taps for the
+// filter) in steps of the block's extents. The capsule dims (`unrolled`:
+// dim index and extent) are unrolled in each thread. The copy has no
+// division by run-time extents (stage_in_shared's flattened copy divides by
+// the tile's extents, which depend on the stride and filter size) and a
+// thread's unrolled loads are in flight together.
+void stage_pose_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int x_dim,
+                               int y_dim, const std::vector<std::pair<int, int>> &unrolled) {
+    std::vector<Var> a = f.args();
     Var xo("xo"), xt("xt"), yo("yo"), yt("yt");
     f.compute_at(accum, at)
         .store_in(MemoryType::GPUShared)
         .bound_extent(a[0], 4)
         .bound_extent(a[1], 4)
-        .bound_extent(a[2], chunk)
-        .bound_extent(a[5], 1)
-        .split(a[3], xo, xt, x_threads, TailStrategy::GuardWithIf)
-        .split(a[4], yo, yt, y_threads, TailStrategy::GuardWithIf)
-        .reorder(a[0], a[2], a[1], xt, yt, xo, yo, a[5])
-        .vectorize(a[0])
-        .unroll(a[2])
-        .gpu_threads(a[1], xt, yt);
-    // Pixels 64 bytes apart (the chunk's capsule types outermost), so a
-    // warp's 8 pixels x 4 rows span 512 contiguous bytes: no bank conflicts.
+        .split(a[x_dim], xo, xt, x_threads, TailStrategy::GuardWithIf)
+        .split(a[y_dim], yo, yt, y_threads, TailStrategy::GuardWithIf);
+    std::vector<VarOrRVar> order = {a[0]};
+    for (const auto &[dim, extent] : unrolled) {
+        f.bound_extent(a[dim], extent).unroll(a[dim]);
+        order.push_back(a[dim]);
+    }
+    for (const VarOrRVar &v : {VarOrRVar(a[1]), VarOrRVar(xt), VarOrRVar(yt), VarOrRVar(xo), VarOrRVar(yo)}) {
+        order.push_back(v);
+    }
+    f.reorder(order).vectorize(a[0]).gpu_threads(a[1], xt, yt);
+}
+
+// The input tile (c, i, ci, x, y, n): the chunk's capsule types unrolled;
+// pixels stored 64 bytes apart (the chunk's capsule types outermost), so a
+// warp's 8 pixels x 4 rows span 512 contiguous bytes: no bank conflicts.
+void stage_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int chunk) {
+    std::vector<Var> a = f.args();
+    stage_pose_rows_in_shared(f, accum, at, x_threads, y_threads, 3, 4, {{2, chunk}, {5, 1}});
     f.reorder_storage(a[0], a[1], a[3], a[4], a[2], a[5]);
 }
 
-// The filter poses of a vector_rows forward, copied the same way: a thread
-// per pose row c (4) and filter tap (dx along the block's x threads, dy
-// along its y threads), each row (j, 4 floats) one 16-byte vector, the
-// chunk's capsule types and the thread's output types unrolled.
+// The filter poses (j, c, co, ci, dx, dy): the thread's output types and the
+// chunk's input types unrolled, the taps dx and dy along the x and y threads.
 void stage_filter_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int caps_tile,
                                  int chunk) {
-    std::vector<Var> a = f.args();  // (j, c, co, ci, dx, dy)
-    Var xo("xo"), xt("xt"), yo("yo"), yt("yt");
-    f.compute_at(accum, at)
-        .store_in(MemoryType::GPUShared)
-        .bound_extent(a[0], 4)
-        .bound_extent(a[1], 4)
-        .bound_extent(a[2], caps_tile)
-        .bound_extent(a[3], chunk)
-        .split(a[4], xo, xt, x_threads, TailStrategy::GuardWithIf)
-        .split(a[5], yo, yt, y_threads, TailStrategy::GuardWithIf)
-        .reorder(a[0], a[2], a[3], a[1], xt, yt, xo, yo)
-        .vectorize(a[0])
-        .unroll(a[2])
-        .unroll(a[3])
-        .gpu_threads(a[1], xt, yt);
+    stage_pose_rows_in_shared(f, accum, at, x_threads, y_threads, 4, 5, {{2, caps_tile}, {3, chunk}});
 }
 
 // `out` (p0, p1, a, x, y, n), `accum` its pure-init + update, `r` over
