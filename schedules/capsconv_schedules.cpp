@@ -291,14 +291,15 @@ void stage_filter_rows_in_shared(Func f, Func accum, const RVar &at, int x_threa
     stage_pose_rows_in_shared(f, accum, at, x_threads, y_threads, 4, 5, {{2, caps_tile}, {3, chunk}});
 }
 
-// `out` (p0, p1, a, x, y, n), `accum` its pure-init + update, `r` over
-// (pose index, capsule type, dx, dy), `filter` and `input` the two operands.
 // A launch gets at most this much shared memory unless the kernel opts in to
 // more (cuFuncSetAttribute), which Halide's CUDA runtime does not do.
 constexpr int kDefaultSharedBytes = 48 * 1024;
 
+// `out` (p0, p1, a, x, y, n), `accum` its pure-init + update, `r` over
+// (pose index, capsule type, dx, dy), `filter` and `input` the two operands,
+// `stride` the run-time stride (it sizes the staged input tile).
 void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input, const PoseConvGpuTiling &t,
-                   const Expr &stride = Expr()) {
+                   const Expr &stride) {
     if (t.vector_rows && (!t.row_threads || t.filter_out_caps_dim != 2)) {
         throw CompileError("pose_conv_gpu: vector_rows is for the forward with row_threads only");
     }
@@ -325,16 +326,14 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
     out.split(y, yo, yt, t.y_threads, TailStrategy::GuardWithIf)
         .split(a, ao, ai, t.caps_tile, TailStrategy::GuardWithIf)
         .fuse(ao, n, an);
-    std::vector<int> threads;
+    const std::vector<int> threads = t.row_threads ? std::vector<int>{4, t.x_threads, t.y_threads}
+                                                   : std::vector<int>{t.x_threads, t.y_threads};
     if (t.x_pixels > 1) {
         out.reorder(p0, ai, xi, p1, xt, yt, xo, yo, an).gpu_threads(p1, xt, yt).unroll(xi);
-        threads = {4, t.x_threads, t.y_threads};
     } else if (t.row_threads) {
         out.reorder(p0, ai, p1, xt, yt, xo, yo, an).gpu_threads(p1, xt, yt);
-        threads = {4, t.x_threads, t.y_threads};
     } else {
         out.reorder(p0, p1, ai, xt, yt, xo, yo, an).gpu_threads(xt, yt).unroll(p1);
-        threads = {t.x_threads, t.y_threads};
     }
     out.gpu_blocks(xo, yo, an).unroll(ai);
     if (t.vector_rows) {
@@ -419,7 +418,9 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
 // input capsule type at a time staged in shared memory (all taps), the input
 // read straight from global memory (through L1). Blocks of 32 x 4 pixels.
 // H200: 70.0 / 4750 / 281 us.
-void capsconv_vaidya(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 4, false, 1, 1, false}); }
+void capsconv_vaidya(CapsConvStages &s) {
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 4, false, 1, 1, false}, s.stride);
+}
 
 // tuned: four threads per output pixel, one per pose row i (4 accumulators,
 // the row times the filter pose), so the seed problem (one co, 124 x 124
@@ -433,7 +434,9 @@ void capsconv_vaidya(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_i
 // there: one thread per pose element (16 a pixel, 246016 threads, blocks of
 // 16 x 8 x 4): 47.0 / 2298 / 176 us; each FMA then needs its own loads of
 // the input and filter elements, where a pose-row thread reuses each for 4.
-void capsconv_tuned(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 2, true, 1, 4, false}); }
+void capsconv_tuned(CapsConvStages &s) {
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 2, true, 1, 4, false}, s.stride);
+}
 
 // tuned_co4: as tuned, but each thread holds 4 output capsule types (16
 // registers), so each input row loaded feeds 4 filter poses: for layers with
@@ -444,7 +447,7 @@ void capsconv_tuned(CapsConvStages &s) { pose_conv_gpu(s.O, s.accum, s.r, s.K_in
 // 2.1x slower than cuDNN with its permutes); the runtime's CUDA default when
 // co is a multiple of 4.
 void capsconv_tuned_co4(CapsConvStages &s) {
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 4, true, 4, 2, false});
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 4, true, 4, 2, false}, s.stride);
 }
 
 // tuned_pose: Vaidya's thread layout (a whole 4x4 pose per thread, 16
@@ -457,7 +460,7 @@ void capsconv_tuned_co4(CapsConvStages &s) {
 // Halide then keeps the block's whole tile per thread; checked in the PTX.)
 // H200: 89.0 / 2665 / 1300 us.
 void capsconv_tuned_pose(CapsConvStages &s) {
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {8, 8, false, 1, 1, true});
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {8, 8, false, 1, 1, true}, s.stride);
 }
 
 // tuned_unrolled: tuned, plus copies of the reduction specialised to 5x5 and
@@ -496,7 +499,7 @@ void capsconv_tuned_unrolled(CapsConvStages &s) {
 void capsconv_tuned_vec(CapsConvStages &s) {
     PoseConvGpuTiling t{32, 2, true, 1, 4, false};
     t.vector_rows = true;
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t);
+    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
 }
 
 // staged_rows: vector_rows with the input tile staged too
@@ -728,7 +731,7 @@ void schedule_capsconv_grad_input(const std::string &name, const Target &target,
     // do not divide by the stride multiply a zero, as on the CPU.
     // H200: see grad_filter_gpu (measured together).
     if (name == "tuned" || name == "tuned_caps") {  // tuned_caps differs in grad_filter only
-        pose_conv_gpu(s.grad_I, s.accum, s.r, s.K_in, s.g_pad, {32, 2, true, 1, 4, false, 3});
+        pose_conv_gpu(s.grad_I, s.accum, s.r, s.K_in, s.g_pad, {32, 2, true, 1, 4, false, 3}, s.stride);
     }
 }
 

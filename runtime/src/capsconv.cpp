@@ -142,7 +142,8 @@ Status run_winograd(const char *op, const std::string &implementation, const std
                     "no implementation named '" + implementation + "' for device " + device_name(device) +
                         "; available: " + detail::implementation_names(op, device));
     }
-    return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output}, {params.pad}, {"input", "filter", "output"});
+    return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output}, {params.pad},
+                              {"input", "filter", "output"});
 }
 
 }  // namespace
@@ -159,7 +160,6 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
     if (Status s = check_conv(op, checks, params, "output"); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, device); !s.ok()) return s;
 
-    const HalideKernelEntry *kernel = nullptr;
     const std::string implementation =
         forward_implementation(options, device, checks.extent("out_caps"), checks.extent("kernel_h"),
                                checks.extent("kernel_w"), params.stride);
@@ -170,17 +170,18 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_capsconv(implementation, input, filter, output, params, options);
     }
-    if (Status s = detail::find_kernel(op, "capsconv", implementation, device, &kernel); !s.ok()) return s;
-    const Status result = detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
-                                             {params.stride, params.pad}, {"input", "filter", "output"});
-    if (result.code != StatusCode::unsupported_shape || !options.implementation.empty() ||
-        implementation != kCudaDirectDefault) {
-        return result;
+    auto run_direct = [&](const std::string &name) {
+        const HalideKernelEntry *kernel = nullptr;
+        if (Status s = detail::find_kernel(op, "capsconv", name, device, &kernel); !s.ok()) return s;
+        return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
+                                  {params.stride, params.pad}, {"input", "filter", "output"});
+    };
+    const Status result = run_direct(implementation);
+    const bool defaulted = options.implementation.empty() && implementation == kCudaDirectDefault;
+    if (result.code == StatusCode::unsupported_shape && defaulted) {
+        return run_direct(cuda_fallback_implementation(checks.extent("out_caps")));
     }
-    const std::string fallback = cuda_fallback_implementation(checks.extent("out_caps"));
-    if (Status s = detail::find_kernel(op, "capsconv", fallback, device, &kernel); !s.ok()) return s;
-    return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
-                              {params.stride, params.pad}, {"input", "filter", "output"});
+    return result;
 }
 
 Status capsconv_backward(const TensorView &input, const TensorView &filter, const TensorView &grad_output,

@@ -64,7 +64,11 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     if (Status s = find_kernel(op, "capsule_predict_grad_weight", implementation, device, &grad_weight); !s.ok()) {
         return s;
     }
-    if (Status s = detail::run_halide(op, grad_input->function, device, options, {g, W}, {grad_u}, {}, {"g", "W", "grad_u"}); !s.ok()) return s;
+    if (Status s = detail::run_halide(op, grad_input->function, device, options, {g, W}, {grad_u}, {},
+                                      {"g", "W", "grad_u"});
+        !s.ok()) {
+        return s;
+    }
     return detail::run_halide(op, grad_weight->function, device, options, {g, u}, {grad_W}, {}, {"g", "u", "grad_W"});
 }
 

@@ -223,7 +223,8 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
     const TensorView b0_used = is_absent(b0) ? zeros.view(I, J) : b0;
     const TensorView grad_b0_used = is_absent(grad_b0) ? unwanted.view(I, J) : grad_b0;
     return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, grad_v},
-                              {grad_u, grad_W, grad_b0_used}, {}, {"u", "W", "b0", "grad_v", "grad_u", "grad_W", "grad_b0"});
+                              {grad_u, grad_W, grad_b0_used}, {},
+                              {"u", "W", "b0", "grad_v", "grad_u", "grad_W", "grad_b0"});
 }
 
 namespace detail {

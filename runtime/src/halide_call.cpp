@@ -1,7 +1,6 @@
 #include "halide_call.h"
 
 #include <cstdint>
-
 #include <cstdio>
 #include <mutex>
 #include <utility>
