@@ -3,9 +3,10 @@
 
 The same math as halcaps' digitcaps (DESIGN.md §1.2): u_hat = W·u, then
 `iterations` rounds of softmax over out_caps, weighted sum over in_caps,
-squash, agreement. fp32, TF32 off. Timed with CUDA events: median of
---repeats calls after --warmup calls; the compile time of torch.compile is
-reported separately. Prints one JSON object per (implementation, shape).
+squash, agreement. fp32, TF32 off. Timed as `halcaps bench` times (CUDA
+events; "us" with the stream kept busy so the launch path is hidden,
+"call_us" on an idle stream): medians of --repeats calls after --warmup
+calls; the compile time of torch.compile is reported separately. Prints one JSON object per (implementation, shape).
 
     python3 bench/pytorch_digitcaps.py --shapes 128 512 --repeats 30
 """
@@ -34,20 +35,38 @@ def digitcaps(u, W, b0, iterations):
 
 
 def time_calls(fn, warmup, repeats):
+    """Medians in µs, as halcaps bench times (cli/common.h, Timing): device
+    time, with the stream kept busy (torch.cuda._sleep) while fn is enqueued
+    so the host's launch path is hidden, and call time on an idle stream.
+    Returns (device_us, call_us, host_bound)."""
     import torch
 
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
+    device_times, call_times = [], []
+    sleep_cycles, longest_cycles, host_bound = 1 << 19, 1 << 25, False  # ~0.3 ms up, at ~1.8 GHz
     for _ in range(repeats):
+        while True:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(sleep_cycles)
+            start.record()
+            fn()
+            start_done = start.query()  # the device waited for the host: the interval holds host time
+            stop.record()
+            stop.synchronize()
+            if not start_done or sleep_cycles >= longest_cycles:
+                host_bound = host_bound or start_done
+                device_times.append(start.elapsed_time(stop) * 1000.0)
+                break
+            sleep_cycles *= 4
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         stop.record()
         stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000.0)
-    return statistics.median(times)
+        call_times.append(start.elapsed_time(stop) * 1000.0)
+    return statistics.median(device_times), statistics.median(call_times), host_bound
 
 
 def main():
@@ -82,16 +101,20 @@ def main():
         v_eager = digitcaps(u, W, b0, args.iterations)
         agree = (v_compiled - v_eager).abs().max().item()
         torch.cuda.reset_peak_memory_stats()
-        eager_us = time_calls(lambda: digitcaps(u, W, b0, args.iterations), args.warmup, args.repeats)
+        eager_us, eager_call_us, eager_host_bound = time_calls(
+            lambda: digitcaps(u, W, b0, args.iterations), args.warmup, args.repeats)
         eager_peak = torch.cuda.max_memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        compiled_us = time_calls(lambda: compiled(u, W, b0, args.iterations), args.warmup, args.repeats)
+        compiled_us, compiled_call_us, compiled_host_bound = time_calls(
+            lambda: compiled(u, W, b0, args.iterations), args.warmup, args.repeats)
         compiled_peak = torch.cuda.max_memory_allocated()
         common = {"operator": "digitcaps", "B": batch, "I": I, "K": K, "J": J, "E": E,
                   "iterations": args.iterations, "device": torch.cuda.get_device_name()}
         print(json.dumps({**common, "implementation": "pytorch_eager", "us": round(eager_us, 1),
+                          "call_us": round(eager_call_us, 1), "host_bound": eager_host_bound,
                           "peak_bytes": eager_peak}))
         print(json.dumps({**common, "implementation": "torch_compile", "us": round(compiled_us, 1),
+                          "call_us": round(compiled_call_us, 1), "host_bound": compiled_host_bound,
                           "peak_bytes": compiled_peak, "compile_s": round(compile_s, 1),
                           "max_abs_diff_vs_eager": agree}))
     return 0

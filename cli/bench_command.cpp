@@ -53,6 +53,8 @@ struct Row {
     bool valid = false;
     double max_abs_error = 0, rel_l2_error = 0;
     double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0, speedup_vs_naive = 0;
+    double call_us = 0;       // one call on an idle stream, the host's launch path included (Timing)
+    bool host_bound = false;  // us includes host time: the call waits on the device (Timing)
     double floor_bytes = 0, floor_us = 0;
     double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
     double peak_device_mb = std::nan("");  // routing ops on CUDA: device memory a call allocates (DeviceMemoryProbe)
@@ -63,6 +65,12 @@ struct Row {
     double extra_bytes = 0;
     std::string extra_note;
 };
+
+void set_timing(Row &r, const Timing &t) {
+    r.us = t.median_us;
+    r.call_us = t.call_median_us;
+    r.host_bound = t.host_bound;
+}
 
 std::string family_of(const std::string &implementation, Device device) {
     if (implementation == "naive-openmp") return "cpu_baseline";
@@ -217,7 +225,7 @@ Row failed_row(const std::string &op, const BenchShape &shape, const std::string
     r.op = op, r.shape = shape.name, r.implementation = name, r.family = family_of(name, device);
     r.dims = shape.s;
     r.valid = false;
-    r.us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
+    r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
     r.check_summary = std::string("error: ") + status_code_name(status.code) + ": " + status.message;
     return r;
 }
@@ -248,7 +256,7 @@ void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, d
         r.op = "predict", r.shape = shape.name, r.implementation = name, r.family = family_of(name, device);
         r.dims = s;
         take_check(r, c);
-        r.us = t.median_us;
+        set_timing(r, t);
         fill_rates(r, bytes, flops, copy_gbs);
         rows.push_back(r);
     };
@@ -331,7 +339,7 @@ void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, 
         r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
         r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
         r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
-        r.us = t.median_us;
+        set_timing(r, t);
         fill_rates(r, bytes, flops, copy_gbs);
         rows.push_back(r);
     };
@@ -415,7 +423,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             r.family = family_of(info.implementation, device);
             r.dims = p;
             take_check(r, c);
-            r.us = t.median_us;
+            set_timing(r, t);
             fill_rates(r, bytes, flops, copy_gbs);
             r.u_hat_write_us = u_hat_bytes / (write_gbs * 1e3);
             r.peak_device_mb = peak_mb;
@@ -487,7 +495,7 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
     auto add_row = [&](const std::string &name, const reference::Comparison &c, const Timing &t) {
         Row r = new_row(name);
         take_check(r, c);
-        r.us = t.median_us;
+        set_timing(r, t);
         fill_rates(r, bytes, s.flops(), copy_gbs);
         if (device == Device::cuda) {
             int64_t extra = 0;
@@ -513,7 +521,7 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
                 continue;
             }
             Row r = new_row(name);
-            r.us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
+            r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
             r.check_summary = std::string("error: ") + status_code_name(st.code) + ": " + st.message;
             rows.push_back(r);
             continue;
@@ -570,7 +578,7 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
         };
         if (Status st = core(0); !st.ok()) {
             Row r = new_row("cudnn_core");
-            r.us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
+            r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
             r.check_summary = std::string("error: ") + status_code_name(st.code) + ": " + st.message;
             rows.push_back(r);
         } else {
@@ -661,7 +669,7 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
         r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
         r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
         r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
-        r.us = t.median_us;
+        set_timing(r, t);
         fill_rates(r, bytes, flops, copy_gbs);
         r.peak_device_mb = peak_mb;
         rows.push_back(r);
@@ -716,6 +724,8 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
             << ", \"valid\": " << (r.valid ? "true" : "false")
             << ", \"max_abs_error\": " << json_number(r.max_abs_error)
             << ", \"rel_l2_error\": " << json_number(r.rel_l2_error) << ", \"us\": " << json_number(r.us)
+            << ", \"call_us\": " << json_number(r.call_us)
+            << (r.host_bound ? ", \"host_bound\": true" : "")
             << ", \"gbs\": " << json_number(r.gbs) << ", \"gflops\": " << json_number(r.gflops)
             << ", \"pct_bandwidth\": " << json_number(r.pct_bandwidth)
             << ", \"speedup_vs_naive\": " << json_number(r.speedup_vs_naive)
@@ -743,6 +753,12 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
            "before it was timed; median of "
         << a.repeats << " calls after " << a.warmup << " warm-up calls, inputs rotated past the "
         << (device == Device::cuda ? "L2 cache" : "last-level cache") << "\n"
+        << (device == Device::cuda
+                ? "- µs is the device's time for a call: CUDA events around it while a wait kernel keeps the stream "
+                  "busy, so the host's launch path is hidden as in a pipeline (\"host-bound\" marks a call that "
+                  "waited on the device itself, whose µs includes host time); call µs is one call on an idle "
+                  "stream, the launch path included; every rate and ratio uses µs (cli/common.h, Timing)\n"
+                : "- µs is the host clock around a call; call µs is the same number\n")
         << "- GB/s and % copy count the bytes floor (inputs read once, outputs written once); "
         << "speed-up is against " << naive_name("predict", device) << " for the prediction, "
         << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent), "
@@ -769,14 +785,16 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                                                " µs at the write bandwidth"
                                          : std::string())
                 << "\n\n"
-                << "| implementation | family | check | µs | GB/s | % copy BW | GFLOP/s | × vs " << naive_name(r.op, device)
-                << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
-                << " |\n|---|---|---|---:|---:|---:|---:|---:|---:|" << (r.op == "capsconv" ? "---|" : "") << "\n";
+                << "| implementation | family | check | µs | call µs | GB/s | % copy BW | GFLOP/s | × vs "
+                << naive_name(r.op, device) << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
+                << " |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|" << (r.op == "capsconv" ? "---|" : "")
+                << "\n";
         }
         char line[512];
-        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f | %.2f | %s |",
-                      r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "**WRONG**", r.us, r.gbs,
-                      r.pct_bandwidth, r.gflops, r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
+        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f%s | %.1f | %.0f | %.1f%% | %.0f | %.2f | %s |",
+                      r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "**WRONG**", r.us,
+                      r.host_bound ? " (host-bound)" : "", r.call_us, r.gbs, r.pct_bandwidth, r.gflops,
+                      r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
         out << line;
         if (r.op == "capsconv") {
             out << " " << (r.extra_bytes > 0 ? json_number(r.extra_bytes / 1e6) + " MB (" + r.extra_note + ")" : "")
@@ -835,14 +853,16 @@ void run_bench(BenchArgs &a) {
     }
     fill_speedups(rows, device);
 
-    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %8s %7s %9s %8s %9s\n", "op", "shape", "implementation", "family",
-                "check", "us", "GB/s", "%copy", "GFLOP/s", "x naive", "device MB");
+    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %9s %8s %7s %9s %8s %9s\n", "op", "shape", "implementation",
+                "family", "check", "us", "call us", "GB/s", "%copy", "GFLOP/s", "x naive", "device MB");
     int wrong = 0;
     for (const Row &r : rows) {
         wrong += !r.valid;
-        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %8.0f %6.1f%% %9.0f %8.2f %9s\n", r.op.c_str(),
-                    r.shape.c_str(), r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us, r.gbs,
-                    r.pct_bandwidth, r.gflops, r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
+        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %9.1f %8.0f %6.1f%% %9.0f %8.2f %9s\n", r.op.c_str(),
+                    r.shape.c_str(), r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us,
+                    r.call_us, r.gbs, r.pct_bandwidth, r.gflops, r.speedup_vs_naive,
+                    memory_text(r.peak_device_mb).c_str());
+        if (r.host_bound) std::printf("    host-bound: the call waits on the device, so us includes host time\n");
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
         if (r.extra_bytes > 0) std::printf("    extra memory %.1f MB: %s\n", r.extra_bytes / 1e6, r.extra_note.c_str());
         if (r.op == "capsconv" && fma_peak.gflops > 0 && r.valid) {

@@ -10,6 +10,8 @@
 
 #if HALCAPS_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cli/device_wait.h"
 #endif
 
 namespace halcaps::cli {
@@ -115,20 +117,51 @@ void check(const Status &status) {
 
 Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call) {
     for (int n = 0; n < warmup; n++) call();
-    std::vector<double> us;
+    std::vector<double> device_us, call_us;
+    Timing t;
 #if HALCAPS_WITH_CUDA
     if (device == Device::cuda) {
         cudaEvent_t start, stop;
         cuda_check(cudaEventCreate(&start), "cudaEventCreate");
         cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
-        for (int n = 0; n < repeats; n++) {
-            cuda_check(cudaEventRecord(start), "cudaEventRecord");
-            call();
-            cuda_check(cudaEventRecord(stop), "cudaEventRecord");
+        auto elapsed_us = [&] {
             cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
             float ms = 0;
             cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-            us.push_back(1000.0 * ms);
+            return 1000.0 * ms;
+        };
+        // Long enough to cover the host's launch path of any call here (a few
+        // to a few tens of µs); lengthened when a call outlasts it.
+        double wait_us = 200;
+        constexpr double longest_wait_us = 12800;
+        for (int n = 0; n < repeats; n++) {
+            // Device time: the stream busy while the call is enqueued.
+            for (;;) {
+                cuda_check(enqueue_device_wait(wait_us), "the timing's wait kernel");
+                cuda_check(cudaEventRecord(start), "cudaEventRecord");
+                call();
+                // The start event already done means the device waited for the
+                // host during the call: the interval would include host time.
+                const cudaError_t start_state = cudaEventQuery(start);
+                if (start_state != cudaErrorNotReady) cuda_check(start_state, "cudaEventQuery");
+                cuda_check(cudaEventRecord(stop), "cudaEventRecord");
+                const double us = elapsed_us();
+                if (start_state == cudaErrorNotReady) {
+                    device_us.push_back(us);
+                    break;
+                }
+                if (wait_us >= longest_wait_us) {  // the call itself waits on the device
+                    t.host_bound = true;
+                    device_us.push_back(us);
+                    break;
+                }
+                wait_us *= 4;
+            }
+            // Call time: the stream idle, so the host's launch path counts.
+            cuda_check(cudaEventRecord(start), "cudaEventRecord");
+            call();
+            cuda_check(cudaEventRecord(stop), "cudaEventRecord");
+            call_us.push_back(elapsed_us());
         }
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
@@ -139,13 +172,14 @@ Timing time_calls(Device device, int warmup, int repeats, const std::function<vo
             auto t0 = std::chrono::steady_clock::now();
             call();
             auto t1 = std::chrono::steady_clock::now();
-            us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+            device_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
         }
+        call_us = device_us;
     }
-    Timing t;
     t.repeats = repeats;
-    t.median_us = median(us);
-    t.min_us = *std::min_element(us.begin(), us.end());
+    t.median_us = median(device_us);
+    t.min_us = *std::min_element(device_us.begin(), device_us.end());
+    t.call_median_us = median(call_us);
     return t;
 }
 

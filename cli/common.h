@@ -48,10 +48,25 @@ private:
 // Device::cpu or Device::cuda from "cpu", "cuda" or "auto" (cuda if usable).
 Device parse_device(const std::string &name);
 
-// Timing: median and minimum over `repeats` calls after `warmup` calls, in
-// microseconds. CUDA runs are timed with events on the default stream.
+// Timing over `repeats` calls after `warmup` calls, in microseconds. On the
+// CPU, the host clock around each call (median_us = call_median_us). On CUDA,
+// events on the default stream around each call, two ways per repetition:
+//   median_us, min_us  device time: a wait kernel (cli/device_wait.cu) keeps
+//                      the stream busy while the call is enqueued, so the
+//                      events span the device's work for the call (its
+//                      kernels and the gaps between them), not the host's
+//                      launch path, as in a pipeline that keeps the GPU fed.
+//                      If a call outlasts the wait (it waits on the device
+//                      itself, or its host path is longer), the wait grows,
+//                      up to 12.8 ms; beyond that host_bound is set and the
+//                      interval includes host time.
+//   call_median_us     the stream idle when the call starts: the host's
+//                      launch path plus the device's work, what one call
+//                      costs a caller that waits for each result.
 struct Timing {
     double median_us = 0, min_us = 0;
+    double call_median_us = 0;
+    bool host_bound = false;
     int repeats = 0;
 };
 Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call);
