@@ -132,15 +132,21 @@ function(halcaps_add_kernel generator schedule device)
     if (ARG_PLUGIN)
         set(autoscheduler PLUGINS ${ARG_PLUGIN})
     endif ()
+    # The lowered statement (with the PTX) only for single-target kernels:
+    # for the CPU's several targets Halide names one .stmt per target, so the
+    # declared NAME.stmt never appears and ninja would regenerate every CPU
+    # kernel on each build.
     if (device STREQUAL "cpu")
         set(targets ${HALCAPS_CPU_TARGETS})
         set(features user_context)
+        set(stmt "")
     elseif (device STREQUAL "cuda")
         if (NOT HALCAPS_HAVE_CUDA)
             return()
         endif ()
         set(targets ${HALCAPS_CUDA_TARGET})
         set(features user_context ${HALCAPS_CUDA_FEATURES})
+        set(stmt STMT stmt_file)
     else ()
         message(FATAL_ERROR "halcaps_add_kernel(${generator} ${schedule} ${device}): device must be cpu or cuda")
     endif ()
@@ -152,7 +158,7 @@ function(halcaps_add_kernel generator schedule device)
                        TARGETS ${targets}
                        FEATURES ${features}
                        ${autoscheduler}
-                       STMT stmt_file)
+                       ${stmt})
     set_property(GLOBAL APPEND PROPERTY HALCAPS_KERNEL_LIBRARIES ${name})
     set_property(GLOBAL APPEND PROPERTY HALCAPS_KERNEL_ENTRIES "${generator}|${schedule}|${device}|${iterations}|${name}")
 endfunction()

@@ -19,6 +19,7 @@ namespace halcaps {
 
 using namespace Halide;
 using schedule_util::check_schedule;
+using schedule_util::kDefaultSharedBytes;
 
 namespace {
 
@@ -290,10 +291,6 @@ void stage_filter_rows_in_shared(Func f, Func accum, const RVar &at, int x_threa
                                  int chunk) {
     stage_pose_rows_in_shared(f, accum, at, x_threads, y_threads, 4, 5, {{2, caps_tile}, {3, chunk}});
 }
-
-// A launch gets at most this much shared memory unless the kernel opts in to
-// more (cuFuncSetAttribute), which Halide's CUDA runtime does not do.
-constexpr int kDefaultSharedBytes = 48 * 1024;
 
 // `out` (p0, p1, a, x, y, n), `accum` its pure-init + update, `r` over
 // (pose index, capsule type, dx, dy), `filter` and `input` the two operands,

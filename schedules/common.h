@@ -8,6 +8,10 @@
 
 namespace halcaps::schedule_util {
 
+// A launch gets at most this much shared memory unless the kernel opts in to
+// more (cuFuncSetAttribute), which Halide's CUDA runtime does not do.
+constexpr int kDefaultSharedBytes = 48 * 1024;
+
 // Stops generation with a clear message when a schedule name is unknown or
 // when a GPU schedule is asked for on a target without CUDA (or vice versa).
 inline void check_schedule(const std::string &op, const std::string &name, const Halide::Target &target,

@@ -34,6 +34,7 @@ namespace halcaps {
 
 using namespace Halide;
 using schedule_util::check_schedule;
+using schedule_util::kDefaultSharedBytes;
 
 namespace {
 
@@ -149,6 +150,17 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
             Var et("et"), ei("ei"), bx("bo"), bl("bl");
             per_thread_tile(part_out, e, b, et, ei, bx, bl, tile);
             part_out.compute_root().reorder(bl, ei, et, j, bx, io).gpu_blocks(bx, io).gpu_threads(et, j);
+            // The block's shared memory (below: partial sums and u_hat,
+            // E·J floats a batch element each; the agreements and c, J
+            // each) grows with out_dim and out_caps. Past the launch limit
+            // the pass reports halide_error_code_specialize_fail (the
+            // runtime's unsupported_shape) before it launches, instead of
+            // failing to launch (fused_b16 at wide_b32: 72 KB).
+            const Expr E = f.re.x.extent(), J = f.rj.x.extent();
+            const Expr shared_bytes = 4 * tile.batch_tile * J * (2 * E + static_cast<int>(p.agreement.size()) + 1);
+            part_out.specialize(shared_bytes <= kDefaultSharedBytes);
+            part_out.specialize_fail("the pass kernel's partial sums and u_hat for this out_dim and out_caps need "
+                                     "more than 48 KB of shared memory");
         }
         const LoopLevel block(part_out, Var("bo"));
         {

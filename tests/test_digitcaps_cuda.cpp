@@ -147,3 +147,117 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
     }
     cuda_ok(cudaStreamDestroy(stream));
 }
+
+// A call on device tensors only queues work: with b0 (and grad_b0) left out
+// it must not wait for the device either (their stand-ins once were host
+// tensors, whose copy to the device waited for the stream). The stream is
+// kept busy by a large memset queued first; each call must return while the
+// memset still runs. Every implementation is warmed up first, so that module
+// loading (which may synchronise) happens outside the checked call.
+TEST_CASE("cuda digitcaps: calls on device tensors without b0 or grad_b0 do not wait for the device",
+          "[cuda][digitcaps]") {
+    const DigitCapsShape s{17, 33, 8, 10, 16};
+    DigitCapsProblem p(s);
+    DeviceTensor u(p.u, false), W(p.W, false), u_hat(p.u_hat, false), grad_v(p.grad_v, false);
+    const size_t busy_bytes = size_t(4) << 30;  // about 1.5 ms of memset on an H100
+    void *busy = nullptr;
+    cuda_ok(cudaMalloc(&busy, busy_bytes));
+    cudaStream_t stream = nullptr;
+    cudaEvent_t busy_done = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cuda_ok(cudaEventCreate(&busy_done));
+    // Runs `call` once to warm up, then behind the memset; returns whether the
+    // memset was still running when the call returned.
+    auto returned_early = [&](const std::function<Status()> &call) {
+        REQUIRE(call().ok());
+        cuda_ok(cudaStreamSynchronize(stream));
+        cuda_ok(cudaMemsetAsync(busy, 0, busy_bytes, stream));
+        cuda_ok(cudaEventRecord(busy_done, stream));
+        const Status st = call();
+        INFO(st.message);
+        REQUIRE(st.ok());
+        const cudaError_t state = cudaEventQuery(busy_done);
+        cuda_ok(cudaStreamSynchronize(stream));
+        return state == cudaErrorNotReady;
+    };
+    Options o = cuda_options("", stream);
+    const std::vector<double> v_ref = reference::digitcaps_f64(s, p.u.data(), p.W.data(), nullptr, 3);
+    for (const auto &impl : implementations("digitcaps", 3, Device::cuda)) {
+        INFO("digitcaps " << impl);
+        DeviceTensor v(p.v, true);
+        o.implementation = impl;
+        REQUIRE(returned_early([&] {
+            return digitcaps(u.view({s.batch, s.in_caps, s.in_dim}),
+                             W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{},
+                             v.view({s.batch, s.out_caps, s.out_dim}), 3, o);
+        }));
+        require_close("v", v.download(), v_ref, 1e-4);
+    }
+    for (const auto &impl : implementations("route", 3, Device::cuda)) {
+        INFO("route " << impl);
+        DeviceTensor v(p.v, true);
+        o.implementation = impl;
+        REQUIRE(returned_early([&] {
+            return route(u_hat.view({s.batch, s.in_caps, s.out_caps, s.out_dim}), TensorView{},
+                         v.view({s.batch, s.out_caps, s.out_dim}), 3, o);
+        }));
+        require_close("v", v.download(), reference::route_f64(s.routing(), p.u_hat.data(), nullptr, 3), 1e-4);
+    }
+    for (const auto &impl : implementations("digitcaps_backward", 3, Device::cuda)) {
+        INFO("digitcaps_backward " << impl);
+        DeviceTensor gu(p.grad_u, true), gW(p.grad_W, true);
+        o.implementation = impl;
+        REQUIRE(returned_early([&] {
+            return digitcaps_backward(u.view({s.batch, s.in_caps, s.in_dim}),
+                                      W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{},
+                                      grad_v.view({s.batch, s.out_caps, s.out_dim}),
+                                      gu.view({s.batch, s.in_caps, s.in_dim}),
+                                      gW.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{}, 3, o);
+        }));
+        const auto ref = reference::digitcaps_backward_f64(s, p.u.data(), p.W.data(), nullptr, p.grad_v.data(), 3);
+        require_close("grad_u", gu.download(), ref.grad_u, 1e-4);
+        require_close("grad_W", gW.download(), ref.grad_W, 1e-4);
+    }
+    cuda_ok(cudaEventDestroy(busy_done));
+    cuda_ok(cudaStreamDestroy(stream));
+    cuda_ok(cudaFree(busy));
+}
+
+// The fused pass kernel keeps E·J floats a batch element twice (u_hat and the
+// partial sums) in shared memory. Where that passes 48 KB the fused schedules
+// refuse the shape before any device work (unsupported_shape), and the
+// default falls back to one kernel per stage.
+TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared memory; the default falls back",
+          "[cuda][digitcaps]") {
+    // 4 bytes x batch tile x J x (2E + agreements + 1) at 3 iterations.
+    auto fits = [](int batch_tile, int J, int E) { return 4 * batch_tile * J * (2 * E + 3) <= 48 * 1024; };
+    struct Case {
+        DigitCapsShape shape;
+        const char *implementation;
+        int batch_tile;
+    };
+    for (const Case &c : std::vector<Case>{{{9, 5, 3, 32, 16}, "fused_b16", 16},
+                                           {{9, 5, 3, 32, 16}, "fused", 8},
+                                           {{9, 5, 3, 32, 32}, "fused", 8},
+                                           {{9, 5, 3, 10, 16}, "fused_b16", 16}}) {
+        const DigitCapsShape &s = c.shape;
+        INFO(c.implementation << " at J " << s.out_caps << ", E " << s.out_dim);
+        DigitCapsProblem p(s);
+        const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, c.implementation));
+        INFO(st.message);
+        if (fits(c.batch_tile, s.out_caps, s.out_dim)) {
+            REQUIRE(st.ok());
+            require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
+        } else {
+            REQUIRE(st.code == StatusCode::unsupported_shape);
+            REQUIRE(st.message.find("48 KB of shared memory") != std::string::npos);
+        }
+    }
+    // J 32, E 32: the default's fused passes do not fit; it runs stage_per_kernel.
+    const DigitCapsShape s{9, 5, 3, 32, 32};
+    DigitCapsProblem p(s);
+    const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda));
+    INFO(st.message);
+    REQUIRE(st.ok());
+    require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
+}

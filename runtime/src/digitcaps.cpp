@@ -1,14 +1,23 @@
 // Entry points for squash, routing and the DigitCaps layer, forward and
 // backward: argument checks, device and implementation choice, then the
 // Halide kernels (generators/digitcaps.cpp).
+#include <deque>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "argument_checks.h"
 #include "halide_call.h"
 #include "kernel_registry.h"
 #include "hand_cuda.h"
 #include "operator_support.h"
+
+#if HALCAPS_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda_support.h"
+#include "hand_cuda_support.h"
+#endif
 
 namespace halcaps {
 
@@ -54,18 +63,62 @@ Status check_iterations(const char *op, int iterations) {
             std::string(op) + ": iterations is " + std::to_string(iterations) + "; it must be at least 1"};
 }
 
-// Zeros standing in for a b0 the caller left out, or scratch for a grad_b0
-// the caller does not want; a host tensor, which Halide copies to or from the
-// device when the kernel runs there.
-struct HostScratch {
-    std::vector<float> data;
-    TensorView view(int64_t in_caps, int64_t out_caps) {
-        data.assign(static_cast<size_t>(in_caps * out_caps), 0.0f);
-        TensorView v;
-        v.data = data.data();
-        v.shape = {in_caps, out_caps};
-        return v;
+// [in_caps, out_caps] tensors made for one call: zeros standing in for a b0
+// the caller left out, or scratch for a grad_b0 the caller does not want. On
+// the host for CPU calls; on CUDA, device memory ordered on the call's
+// stream (cudaMallocAsync, cudaMemsetAsync, and cudaFreeAsync once the
+// kernels are queued). A host tensor there would make Halide copy it with a
+// copy that first waits for the stream, so the call would block its caller
+// until the device had drained its queue.
+class CallScratch {
+public:
+    explicit CallScratch(const Options &options) : options_(options) {}
+    ~CallScratch() {
+#if HALCAPS_WITH_CUDA
+        if (device_buffers_.empty()) return;
+        detail::ScopedCudaContext context(options_);
+        for (void *p : device_buffers_) cudaFreeAsync(p, stream());
+#endif
     }
+    CallScratch(const CallScratch &) = delete;
+    CallScratch &operator=(const CallScratch &) = delete;
+
+    Status make(const char *op, Device device, int64_t in_caps, int64_t out_caps, bool zeroed, TensorView *view) {
+        view->shape = {in_caps, out_caps};
+        const size_t count = static_cast<size_t>(in_caps * out_caps);
+        if (device != Device::cuda) {
+            host_buffers_.emplace_back(count, 0.0f);
+            view->data = host_buffers_.back().data();
+            return Status::success();
+        }
+#if HALCAPS_WITH_CUDA
+        detail::ScopedCudaContext context(options_);
+        if (!context.status().ok()) return context.status();
+        void *p = nullptr;
+        if (cudaError_t err = cudaMallocAsync(&p, count * sizeof(float), stream()); err != cudaSuccess) {
+            return detail::cuda_status(op, zeroed ? "allocating zeros for the absent b0" : "allocating scratch", err);
+        }
+        device_buffers_.push_back(p);
+        if (zeroed) {
+            if (cudaError_t err = cudaMemsetAsync(p, 0, count * sizeof(float), stream()); err != cudaSuccess) {
+                return detail::cuda_status(op, "zeroing the absent b0", err);
+            }
+        }
+        view->data = static_cast<float *>(p);
+        view->space = MemorySpace::cuda;
+        return Status::success();
+#else
+        return {StatusCode::device_unavailable, std::string(op) + ": this build of halcaps has no CUDA support"};
+#endif
+    }
+
+private:
+#if HALCAPS_WITH_CUDA
+    cudaStream_t stream() const { return static_cast<cudaStream_t>(options_.cuda_stream); }
+    std::vector<void *> device_buffers_;
+#endif
+    const Options &options_;
+    std::deque<std::vector<float>> host_buffers_;
 };
 
 // The device, implementation and kernel for a routing op, once the tensors
@@ -156,8 +209,14 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
-    HostScratch zeros;
-    const TensorView b0_used = is_absent(b0) ? zeros.view(checks.extent("in_caps"), checks.extent("out_caps")) : b0;
+    CallScratch scratch(options);
+    TensorView b0_used = b0;
+    if (is_absent(b0)) {
+        if (Status s = scratch.make(op, device, checks.extent("in_caps"), checks.extent("out_caps"), true, &b0_used);
+            !s.ok()) {
+            return s;
+        }
+    }
     return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used}, {v}, {}, {"u_hat", "b0", "v"});
 }
 
@@ -177,8 +236,26 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
-    HostScratch zeros;
-    const TensorView b0_used = is_absent(b0) ? zeros.view(checks.extent("in_caps"), checks.extent("out_caps")) : b0;
+    CallScratch scratch(options);
+    TensorView b0_used = b0;
+    if (is_absent(b0)) {
+        if (Status s = scratch.make(op, device, checks.extent("in_caps"), checks.extent("out_caps"), true, &b0_used);
+            !s.ok()) {
+            return s;
+        }
+    }
+    const Status status =
+        detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
+    if (status.code != StatusCode::unsupported_shape || !options.implementation.empty() || device != Device::cuda) {
+        return status;
+    }
+    // The default fused passes refuse shapes whose blocks would need more
+    // than 48 KB of shared memory (large out_dim x out_caps) before any
+    // device work: one kernel per stage instead.
+    if (Status s = detail::find_routing_kernel(op, generators_of(op), "stage_per_kernel", device, iterations, &kernel);
+        !s.ok()) {
+        return s;
+    }
     return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
 }
 
@@ -196,9 +273,14 @@ Status route_backward(const TensorView &u_hat, const TensorView &b0, const Tenso
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
     const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
-    HostScratch zeros, unwanted;
-    const TensorView b0_used = is_absent(b0) ? zeros.view(I, J) : b0;
-    const TensorView grad_b0_used = is_absent(grad_b0) ? unwanted.view(I, J) : grad_b0;
+    CallScratch scratch(options);
+    TensorView b0_used = b0, grad_b0_used = grad_b0;
+    if (is_absent(b0)) {
+        if (Status s = scratch.make(op, device, I, J, true, &b0_used); !s.ok()) return s;
+    }
+    if (is_absent(grad_b0)) {
+        if (Status s = scratch.make(op, device, I, J, false, &grad_b0_used); !s.ok()) return s;
+    }
     return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used, grad_v},
                               {grad_u_hat, grad_b0_used}, {}, {"u_hat", "b0", "grad_v", "grad_u_hat", "grad_b0"});
 }
@@ -219,9 +301,14 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
     const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
-    HostScratch zeros, unwanted;
-    const TensorView b0_used = is_absent(b0) ? zeros.view(I, J) : b0;
-    const TensorView grad_b0_used = is_absent(grad_b0) ? unwanted.view(I, J) : grad_b0;
+    CallScratch scratch(options);
+    TensorView b0_used = b0, grad_b0_used = grad_b0;
+    if (is_absent(b0)) {
+        if (Status s = scratch.make(op, device, I, J, true, &b0_used); !s.ok()) return s;
+    }
+    if (is_absent(grad_b0)) {
+        if (Status s = scratch.make(op, device, I, J, false, &grad_b0_used); !s.ok()) return s;
+    }
     return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, grad_v},
                               {grad_u, grad_W, grad_b0_used}, {},
                               {"u", "W", "b0", "grad_v", "grad_u", "grad_W", "grad_b0"});
