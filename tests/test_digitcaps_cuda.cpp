@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "cuda_test_support.h"
 #include "digitcaps_checks.h"
@@ -153,7 +154,9 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
 // tensors, whose copy to the device waited for the stream). The stream is
 // kept busy by a large memset queued first; each call must return while the
 // memset still runs. Every implementation is warmed up first, so that module
-// loading (which may synchronise) happens outside the checked call.
+// loading (which may synchronise) happens outside the checked call, and
+// Halide's allocation cache is emptied first: other tests' streams and shapes
+// fill it past the 32 entries beyond which a call frees (and waits).
 TEST_CASE("cuda digitcaps: calls on device tensors without b0 or grad_b0 do not wait for the device",
           "[cuda][digitcaps]") {
     const DigitCapsShape s{17, 33, 8, 10, 16};
@@ -169,6 +172,7 @@ TEST_CASE("cuda digitcaps: calls on device tensors without b0 or grad_b0 do not 
     // Runs `call` once to warm up, then behind the memset; returns whether the
     // memset was still running when the call returned.
     auto returned_early = [&](const std::function<Status()> &call) {
+        REQUIRE(release_cached_device_memory().ok());
         REQUIRE(call().ok());
         cuda_ok(cudaStreamSynchronize(stream));
         cuda_ok(cudaMemsetAsync(busy, 0, busy_bytes, stream));
@@ -261,3 +265,4 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
     REQUIRE(st.ok());
     require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
 }
+

@@ -144,6 +144,15 @@ std::string cuda_device_name() {
     return properties.name;
 }
 
+Status release_cached_device_memory() {
+    if (!cuda_device_available()) return Status::success();
+    if (int code = halide_cuda_release_unused_device_allocations(nullptr); code != 0) {
+        return {StatusCode::cuda_error, "release_cached_device_memory: Halide's CUDA runtime returned error " +
+                                            std::to_string(code) + " while freeing its cached allocations"};
+    }
+    return Status::success();
+}
+
 }  // namespace halcaps
 
 #else  // no CUDA in this build
@@ -165,6 +174,7 @@ namespace halcaps {
 bool cuda_built() { return false; }
 bool cuda_device_available() { return false; }
 std::string cuda_device_name() { return ""; }
+Status release_cached_device_memory() { return Status::success(); }
 }  // namespace halcaps
 
 #endif

@@ -171,6 +171,16 @@ bool cuda_built();
 bool cuda_device_available();
 // Name of the CUDA device (empty if none).
 std::string cuda_device_name();
+
+// The Halide kernels' device intermediates (the fused routing passes' partial
+// sums, the backward's stages) go to a cache when a call ends, and later
+// calls on the same stream reuse them instead of paying cuMemAlloc and
+// cuMemFree, which waits for the device. This hands the cached memory back
+// to CUDA; it waits for the device. Halide also frees the oldest cached
+// blocks when the cache passes 32 of them (after calls on many streams or
+// shapes), and a call that does so waits for the device too. No-op without
+// a CUDA device.
+Status release_cached_device_memory();
 const char *device_name(Device device);
 
 }  // namespace halcaps
