@@ -517,6 +517,11 @@ void capsconv_tuned_vec(CapsConvStages &s) {
 // (schedules/spaces/capsconv_cuda_rows.space): 4-16 x 2-8 pixel blocks and
 // chunks of 2 and 4 lie within 10% of it, and 2 or 4 pixels a thread
 // (x_pixels) are slower (27.0 us at 2, same run), as the thread count halves.
+// Device time (the bench's protocol since, launch path hidden), H200,
+// `halcaps bench --device cuda --repeats 30 --seed 81`: seed 16.8 us (I3
+// 46.1: 2.74x; 2.60-2.79x over four runs), layer 668.2, stride2 104.2
+// (im2col + cuBLAS 34.9 there: the direct form lacks parallelism at 392
+// output pixels). bench/results/nvidia-h200-device-timing/.
 void capsconv_staged_rows(CapsConvStages &s) {
     PoseConvGpuTiling t{8, 4, true, 1, 4, true};
     t.vector_rows = true;

@@ -260,6 +260,10 @@ void schedule_capsconv_winograd(const std::string &name, const Target &target, C
     // Earlier forms, same shape: one co group a block and 8 x 8 tiles, the
     // input transform in one kernel: 428.2 / 326.0 us (F(4x4) input_t alone
     // 227 us: a thread held all alpha^2 points of 4 pose columns and spilled).
+    // Device time (the bench's protocol since, launch path hidden), H200,
+    // `halcaps bench --device cuda --repeats 30 --seed 81`: F(4x4) 205.8 us
+    // (46.97 effective TFLOP/s) against cuDNN 283.8 with its permutes and
+    // 237.4 bare (bench/results/nvidia-h200-device-timing/).
     if (name == "staged") winograd_gpu(s, {2, 4, 8, 4});
     // staged_co4: 4 output capsule types a thread (64 accumulators): spills
     // under the 64-register cap. F(4x4) 1018.7 us, F(2x2) 1654.3 us. (With
