@@ -165,9 +165,13 @@ void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); 
 // guarded vector stores and the 4 W loads per k are uncoalesced), vectorised
 // shared reads of u (Halide splits them into 8-byte pieces), the k reduction
 // unrolled by 4 or 8 (guarded past K; 69-80 us, also with u staged: 69-76 us:
-// each FMA still needs its own u load). The hand-written forward
-// (reference/cuda, 37 us) keeps W rows in registers and reads u as 16-byte
-// broadcasts, which needs K known at compile time.
+// each FMA still needs its own u load; tried again later with K == 8
+// specialised, the k loop unrolled inside the batch loop and u staged k
+// innermost: the PTX keeps eight scalar ld.shared per batch element at
+// consecutive offsets, not merged into 16-byte loads, since the shared
+// buffer's 16-byte alignment is not provable; not timed, not kept). The
+// hand-written forward (reference/cuda, 37 us) keeps W rows in registers and
+// reads u as 16-byte broadcasts, which needs K known at compile time.
 void predict_registers(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 16, false}); }
 
 // staged: 32-element batch tiles, u staged in shared memory, 4 input
