@@ -42,6 +42,12 @@ struct CudaEvents {
     int (*event_synchronize)(Event) = nullptr;
     int (*event_elapsed)(float *, Event, Event) = nullptr;
     int (*event_destroy)(Event) = nullptr;
+    int (*event_query)(Event) = nullptr;
+    int (*module_load_data)(void **, const void *) = nullptr;
+    int (*module_get_function)(void **, void *, const char *) = nullptr;
+    int (*module_unload)(void *) = nullptr;
+    int (*launch_kernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                         void **, void **) = nullptr;
 
     static const CudaEvents &get() {
         static const CudaEvents events = [] {
@@ -56,6 +62,11 @@ struct CudaEvents {
             look_up(lib, name, "cuEventSynchronize", &e.event_synchronize);
             look_up(lib, name, "cuEventElapsedTime", &e.event_elapsed);
             look_up(lib, name, "cuEventDestroy_v2", &e.event_destroy);
+            look_up(lib, name, "cuEventQuery", &e.event_query);
+            look_up(lib, name, "cuModuleLoadData", &e.module_load_data);
+            look_up(lib, name, "cuModuleGetFunction", &e.module_get_function);
+            look_up(lib, name, "cuModuleUnload", &e.module_unload);
+            look_up(lib, name, "cuLaunchKernel", &e.launch_kernel);
             return e;
         }();
         return events;
@@ -65,6 +76,31 @@ struct CudaEvents {
 void cuda_check(int result, const char *what) {
     if (result != 0) throw UsageError{std::string(what) + " failed (CUDA driver error " + std::to_string(result) + ")"};
 }
+
+constexpr int kCudaErrorNotReady = 600;  // CUDA_ERROR_NOT_READY
+
+// The wait kernel of `halcaps bench` (cli/device_wait.cu) as PTX, for the
+// point's own context through the driver API: one thread that returns after
+// wait_ns of device wall-clock time.
+const char *const kWaitKernelPtx = R"(
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry halcaps_wait(.param .u64 wait_ns)
+{
+    .reg .pred %p;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [wait_ns];
+    mov.u64 %rd2, %globaltimer;
+WAIT:
+    nanosleep.u32 1000;
+    mov.u64 %rd3, %globaltimer;
+    sub.s64 %rd4, %rd3, %rd2;
+    setp.lt.u64 %p, %rd4, %rd1;
+    @%p bra WAIT;
+    ret;
+}
+)";
 
 }  // namespace
 
@@ -158,23 +194,53 @@ Timing LoadedKernel::time(bool cuda, int warmup, int repeats, const std::functio
     CudaEvents::Event start = nullptr, stop = nullptr;
     cuda_check(cu.event_create(&start, 0), "cuEventCreate");
     cuda_check(cu.event_create(&stop, 0), "cuEventCreate");
-    for (int r = 0; r < repeats; r++, n++) {
-        cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
-        call(n);
-        cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
+    void *wait_module = nullptr, *wait_kernel = nullptr;
+    cuda_check(cu.module_load_data(&wait_module, kWaitKernelPtx), "cuModuleLoadData (the wait kernel)");
+    cuda_check(cu.module_get_function(&wait_kernel, wait_module, "halcaps_wait"), "cuModuleGetFunction");
+    auto elapsed_us = [&] {
         cuda_check(cu.event_synchronize(stop), "cuEventSynchronize");
         float ms = 0;
         cuda_check(cu.event_elapsed(&ms, start, stop), "cuEventElapsedTime");
-        us.push_back(1000.0 * ms);
+        return 1000.0 * ms;
+    };
+    // As time_calls (cli/common.h, Timing): device time with the stream kept
+    // busy while the call is queued, then one call on an idle stream.
+    std::vector<double> call_us;
+    Timing t;
+    unsigned long long wait_ns = 200000;
+    constexpr unsigned long long longest_wait_ns = 12800000;
+    for (int r = 0; r < repeats; r++, n++) {
+        for (;;) {
+            void *params[] = {&wait_ns};
+            cuda_check(cu.launch_kernel(wait_kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr),
+                       "cuLaunchKernel (the wait kernel)");
+            cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
+            call(n);
+            const int start_state = cu.event_query(start);
+            if (start_state != kCudaErrorNotReady) cuda_check(start_state, "cuEventQuery");
+            cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
+            const double elapsed = elapsed_us();
+            if (start_state == kCudaErrorNotReady || wait_ns >= longest_wait_ns) {
+                t.host_bound = t.host_bound || start_state != kCudaErrorNotReady;
+                us.push_back(elapsed);
+                break;
+            }
+            wait_ns *= 4;
+        }
+        cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
+        call(n);
+        cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
+        call_us.push_back(elapsed_us());
     }
+    cu.module_unload(wait_module);
     cu.event_destroy(start);
     cu.event_destroy(stop);
     void *popped = nullptr;
     cu.ctx_pop(&popped);
-    Timing t;
     t.repeats = repeats;
     t.median_us = median(us);
     t.min_us = *std::min_element(us.begin(), us.end());
+    t.call_median_us = median(call_us);
     return t;
 }
 
