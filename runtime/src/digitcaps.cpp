@@ -83,6 +83,18 @@ public:
     CallScratch(const CallScratch &) = delete;
     CallScratch &operator=(const CallScratch &) = delete;
 
+    // *used = `given` when the caller passed it, else a stand-in: zeros
+    // (`zeroed`, for b0) or scratch (for a grad_b0 nobody reads).
+    Status given_or_stand_in(const char *op, Device device, const TensorView &given, int64_t in_caps,
+                             int64_t out_caps, bool zeroed, TensorView *used) {
+        if (!is_absent(given)) {
+            *used = given;
+            return Status::success();
+        }
+        return make(op, device, in_caps, out_caps, zeroed, used);
+    }
+
+private:
     Status make(const char *op, Device device, int64_t in_caps, int64_t out_caps, bool zeroed, TensorView *view) {
         view->shape = {in_caps, out_caps};
         const size_t count = static_cast<size_t>(in_caps * out_caps);
@@ -112,7 +124,6 @@ public:
 #endif
     }
 
-private:
 #if HALCAPS_WITH_CUDA
     cudaStream_t stream() const { return static_cast<cudaStream_t>(options_.cuda_stream); }
     std::vector<void *> device_buffers_;
@@ -209,14 +220,10 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
+    const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
     CallScratch scratch(options);
-    TensorView b0_used = b0;
-    if (is_absent(b0)) {
-        if (Status s = scratch.make(op, device, checks.extent("in_caps"), checks.extent("out_caps"), true, &b0_used);
-            !s.ok()) {
-            return s;
-        }
-    }
+    TensorView b0_used;
+    if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
     return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used}, {v}, {}, {"u_hat", "b0", "v"});
 }
 
@@ -236,14 +243,10 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
+    const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
     CallScratch scratch(options);
-    TensorView b0_used = b0;
-    if (is_absent(b0)) {
-        if (Status s = scratch.make(op, device, checks.extent("in_caps"), checks.extent("out_caps"), true, &b0_used);
-            !s.ok()) {
-            return s;
-        }
-    }
+    TensorView b0_used;
+    if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
     const Status status =
         detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
     if (status.code != StatusCode::unsupported_shape || !options.implementation.empty() || device != Device::cuda) {
@@ -274,13 +277,9 @@ Status route_backward(const TensorView &u_hat, const TensorView &b0, const Tenso
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
     const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
     CallScratch scratch(options);
-    TensorView b0_used = b0, grad_b0_used = grad_b0;
-    if (is_absent(b0)) {
-        if (Status s = scratch.make(op, device, I, J, true, &b0_used); !s.ok()) return s;
-    }
-    if (is_absent(grad_b0)) {
-        if (Status s = scratch.make(op, device, I, J, false, &grad_b0_used); !s.ok()) return s;
-    }
+    TensorView b0_used, grad_b0_used;
+    if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
+    if (Status s = scratch.given_or_stand_in(op, device, grad_b0, I, J, false, &grad_b0_used); !s.ok()) return s;
     return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used, grad_v},
                               {grad_u_hat, grad_b0_used}, {}, {"u_hat", "b0", "grad_v", "grad_u_hat", "grad_b0"});
 }
@@ -302,13 +301,9 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
     const int64_t I = checks.extent("in_caps"), J = checks.extent("out_caps");
     CallScratch scratch(options);
-    TensorView b0_used = b0, grad_b0_used = grad_b0;
-    if (is_absent(b0)) {
-        if (Status s = scratch.make(op, device, I, J, true, &b0_used); !s.ok()) return s;
-    }
-    if (is_absent(grad_b0)) {
-        if (Status s = scratch.make(op, device, I, J, false, &grad_b0_used); !s.ok()) return s;
-    }
+    TensorView b0_used, grad_b0_used;
+    if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
+    if (Status s = scratch.given_or_stand_in(op, device, grad_b0, I, J, false, &grad_b0_used); !s.ok()) return s;
     return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, grad_v},
                               {grad_u, grad_W, grad_b0_used}, {},
                               {"u", "W", "b0", "grad_v", "grad_u", "grad_W", "grad_b0"});
