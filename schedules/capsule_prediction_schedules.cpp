@@ -20,7 +20,7 @@ using schedule_util::one_thread_per_output;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged"};
+const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged", "tuned_k8"};
 const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned"};
 
 // ---------------------------------------------------------------- forward --
@@ -150,6 +150,42 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
 // b128 51.9 us (47.7% of the copy bandwidth over the bytes floor; 4.8x the
 // blog's kernel), b512 181.6 us (5.2x), wide b32 150.1 us (7.4x).
 void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); }
+
+// tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
+// batch element, as the hand-written forward does: a thread reads its 8 W
+// values of the tile once and, per batch element, the 8 u values of the tile
+// as two 16-byte shared loads into registers (u staged k innermost, rows
+// padded to a multiple of 8 so that the loads are provably aligned), then 8
+// FMAs. K == 8 is specialised (one tile, no guards); other K run guarded
+// tiles. `tuned` instead walks k outside the batch tile: one scalar shared
+// load of u per FMA.
+// Predicted: MNIST b128 38-42 us (from tuned's 49 us toward the hand
+// kernel's 34 us, the inner loop now being the same). Measured 2026-11-21 on
+// an NVIDIA H200 (`halcaps bench --device cuda --op predict --repeats 30
+// --seed 103`, device time): MNIST b128 54.1 us (tuned 48.9), b512 193.0
+// (181.8), wide b32 (K = 16) 109.7 (148.2: 1.35x faster). The prediction
+// missed on MNIST; not yet profiled (the JIT's 64-register cap with 32
+// accumulators, 8 W and 8 u values a thread is the first suspect). 16 batch
+// elements a thread: 62.0 / 229.5 / 151.3 us; 16 with 4 capsules a block:
+// 67.9 / 252.3 / 187.1 us (same run), so both were dropped.
+void predict_tuned_k8(PredictStages &s) {
+    predict_gpu_tiled(s, {32, 1, 32, true});
+    const Expr K = s.rk.x.extent();
+    std::vector<Var> a = s.u_in.args();  // (k, i, b)
+    s.u_in.reorder_storage(a[0], a[2], a[1]).align_storage(a[0], 8);
+    RVar rko("rko"), rki("rki");
+    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(rki, s.b, rko).unroll(rki);
+    // The tile's u values of one batch element, in registers, loaded 4 wide.
+    Func u_row = s.u_in.in(s.accum);
+    Var ko("u_ko"), ki("u_ki");
+    u_row.compute_at(s.accum, s.b)
+        .store_in(MemoryType::Register)
+        .bound_extent(a[0], 8)
+        .split(a[0], ko, ki, 4)
+        .vectorize(ki)
+        .unroll(ko);
+    s.accum.update().specialize(K == 8);
+}
 
 // registers: 16 batch accumulators per thread, blocks of 32 x 4 threads,
 // nothing staged (the tuned schedule until exploration found a better one).
@@ -447,6 +483,7 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
     if (name == "cpu") predict_cpu(target, s);
     if (name == "naive") predict_naive(s);
     if (name == "tuned") predict_tuned(s);
+    if (name == "tuned_k8") predict_tuned_k8(s);
     if (name == "staged") predict_staged(s);
     if (name == "registers") predict_registers(s);
 }
