@@ -164,8 +164,12 @@ void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); 
 // an NVIDIA H200 (`halcaps bench --device cuda --op predict --repeats 30
 // --seed 103`, device time): MNIST b128 54.1 us (tuned 48.9), b512 193.0
 // (181.8), wide b32 (K = 16) 109.7 (148.2: 1.35x faster). The prediction
-// missed on MNIST; not yet profiled (the JIT's 64-register cap with 32
-// accumulators, 8 W and 8 u values a thread is the first suspect). 16 batch
+// missed on MNIST. ncu at b128 (ncu's clocks): 61.6 us against tuned's
+// 61.3, both at 64 registers (the JIT's cap) and 50% theoretical occupancy,
+// DRAM throughput 66% against 89%; 40% of the stall cycles wait on L1TEX
+// (local or global) data: spills of 32 accumulators + 8 W + 8 u values a
+// thread are the likely cause (bench/results/nvidia-h200-device-timing/ncu/).
+// 16 batch
 // elements a thread: 62.0 / 229.5 / 151.3 us; 16 with 4 capsules a block:
 // 67.9 / 252.3 / 187.1 us (same run), so both were dropped.
 void predict_tuned_k8(PredictStages &s) {
