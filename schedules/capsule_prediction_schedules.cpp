@@ -167,8 +167,10 @@ void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); 
 // missed on MNIST. ncu at b128 (ncu's clocks): 61.6 us against tuned's
 // 61.3, both at 64 registers (the JIT's cap) and 50% theoretical occupancy,
 // DRAM throughput 66% against 89%; 40% of the stall cycles wait on L1TEX
-// (local or global) data: spills of 32 accumulators + 8 W + 8 u values a
-// thread are the likely cause (bench/results/nvidia-h200-device-timing/ncu/).
+// (local or global) data (bench/results/nvidia-h200-device-timing/ncu/).
+// Not spills alone: with the cap raised (HL_CUDA_JIT_MAX_REGISTERS 128 or
+// 255) both got slower, tuned_k8 57.2 us and tuned 52.7 at b128
+// (predict_register_cap.txt there): fewer resident warps cost more.
 // 16 batch
 // elements a thread: 62.0 / 229.5 / 151.3 us; 16 with 4 capsules a block:
 // 67.9 / 252.3 / 187.1 us (same run), so both were dropped.
