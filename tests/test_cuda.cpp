@@ -54,6 +54,25 @@ void check_on_device(const std::string &op, const reference::PredictShape &shape
 
 }  // namespace
 
+// The default on CUDA is tuned up to in_dim 8 and tuned_k8 beyond (the
+// faster of the two on the H200): it must run, and be right, on both sides
+// of the switch. (Which schedule ran is not visible here: the two sum in the
+// same order, so their results can be bitwise equal.)
+TEST_CASE("cuda: predict's default runs on both sides of its in_dim switch", "[cuda][default]") {
+    for (int64_t K : {8, 16, 9}) {
+        const reference::PredictShape shape{5, 7, K, 3, 16};
+        PredictProblem p(shape);
+        INFO("seed " << seed() << ", shape " << shape_name(shape));
+        Options o;
+        o.device = Device::cuda;
+        const Status s = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()),
+                                 host_view(p.u_hat, p.u_hat_shape()), o);
+        INFO(s.message);
+        REQUIRE(s.ok());
+        require_matches("u_hat", p.u_hat, reference::predict_f64(p.s, p.u.data(), p.W.data()), K);
+    }
+}
+
 TEST_CASE("cuda: blog grid with host tensors", "[cuda][grid]") {
     for (const auto &name : cuda_implementations("predict")) {
         for (const auto &shape : blog_grid_shapes()) check_predict(shape, cuda_options(name));

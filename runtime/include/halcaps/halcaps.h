@@ -164,6 +164,10 @@ struct ImplementationInfo {
     std::vector<int> iterations;  // routing ops: the iteration counts built; empty otherwise
 };
 std::vector<ImplementationInfo> list_implementations();
+// The prediction's default on `device` ("tuned" on CUDA, "cpu" on the CPU).
+// Some operators pick per shape beyond it: predict on CUDA takes "tuned_k8"
+// when in_dim > 8; routing, the DigitCaps layer and the capsule convolution
+// have their own defaults (README).
 std::string default_implementation(Device device);
 
 // Whether this build carries CUDA code, and whether a CUDA device is usable now.
