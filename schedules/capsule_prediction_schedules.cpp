@@ -386,6 +386,15 @@ void grad_input_register_tiles(PredictGradInputStages &s, const GradInputGpuTili
 // (229 us; 157 us with 255 registers), and W's slices staged in shared
 // memory with (e, j) innermost (231 us, and wrong at wide b32, where the
 // staged slice exceeds 48 KB of shared memory).
+// Tried later (2026-11-21, H200, device time, `halcaps bench --op
+// predict_backward --seed 111`, bench/results/nvidia-h200-device-timing/
+// predict_backward_rows.txt): a thread per (b, i) with k in tiles of 8, W's
+// slice for the block's capsule staged in shared memory and read as 16-byte
+// rows, g read a scalar at a time from each thread's own row. Expected about
+// 30-40 us for grad_u (8 FMAs a g load, no spills); with tuned's grad_W both
+// gradients took 214.5 us at MNIST b128 against tuned's 153.1 (b512 699.6 vs
+// 554.3, wide b32 780.6 vs 517.7): every g load of a warp touches 32 rows,
+// far apart. Not kept.
 void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) {
     RVar rej("rej"), ro("ro"), rl("rl");
     Var lane("lane");
