@@ -27,20 +27,6 @@ struct CapsConvArgs {
     uint64_t seed = 0;
 };
 
-// "" (no --schedule) runs the runtime's default for the device and shape
-// (an empty implementation name), "all" every implementation built.
-std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device) {
-    if (requested != "all") return {requested};
-    std::vector<std::string> names;
-    for (const auto &info : list_implementations()) {
-        if (info.op == op && info.device == device) names.push_back(info.implementation);
-    }
-    return names;
-}
-
-// The row label of an implementation name ("" is the runtime's default).
-std::string row_label(const std::string &name) { return name.empty() ? "default" : name; }
-
 void print_row(const char *op, const std::string &name, const char *check, const Timing &t, double flops,
                double baseline_us, const std::string &error) {
     std::printf("%-9s %-14s %-6s %10.1f %10.1f %9.1f %9s   %s\n", op, name.c_str(), check, t.median_us, t.min_us,

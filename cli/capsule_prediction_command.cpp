@@ -33,18 +33,6 @@ void save_npy(const std::string &path, const Tensor &t) {
     if (!npy::write_float32(path, t.shape(), t.host().data(), &error)) throw UsageError{error};
 }
 
-// The names to run; "" for the library's default, which may pick per shape
-// (predict on CUDA: tuned_k8 when in_dim > 8), so the CLI does not name it.
-std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device) {
-    if (requested.empty()) return {""};
-    if (requested != "all") return {requested};
-    std::vector<std::string> names;
-    for (const auto &info : list_implementations()) {
-        if (info.op == op && info.device == device) names.push_back(info.implementation);
-    }
-    return names;
-}
-
 // One row of the results table.
 void print_row(const char *op, const std::string &implementation, const reference::Comparison *check,
                const Timing &t, double bytes_floor, double flops, double copy_gbs) {
@@ -114,7 +102,7 @@ void run_predict(PredictArgs &a) {
         failures += !result.passed;
         const Timing t = time_calls(device, a.warmup, a.repeats,
                                     [&] { check(predict(u.view(), W.view(), u_hat.view(), options)); });
-        print_row("forward", name.empty() ? "default" : name, &result, t, forward_bytes, forward_flops, copy_gbs);
+        print_row("forward", row_label(name), &result, t, forward_bytes, forward_flops, copy_gbs);
         if (!a.u_hat_path.empty() && !saved) {
             save_npy(a.u_hat_path, u_hat);
             saved = true;
@@ -166,7 +154,7 @@ void run_predict(PredictArgs &a) {
             check(predict_backward(g.view(), u.view(), W.view(), grad_u.view(), grad_W.view(), options));
         });
         const reference::Comparison &worse = u_check.passed ? W_check : u_check;
-        print_row("backward", name.empty() ? "default" : name, &worse, t, backward_bytes, backward_flops, copy_gbs);
+        print_row("backward", row_label(name), &worse, t, backward_bytes, backward_flops, copy_gbs);
         std::printf("%-9s %-16s        grad_u %s; grad_W %s\n", "", "", u_check.summary().c_str(),
                     W_check.summary().c_str());
         if (!saved_grads && (!a.grad_u_path.empty() || !a.grad_W_path.empty())) {

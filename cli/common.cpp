@@ -101,6 +101,17 @@ TensorView Tensor::view() {
     return v;
 }
 
+std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device) {
+    if (requested != "all") return {requested};
+    std::vector<std::string> names;
+    for (const auto &info : list_implementations()) {
+        if (info.op == op && info.device == device) names.push_back(info.implementation);
+    }
+    return names;
+}
+
+std::string row_label(const std::string &name) { return name.empty() ? "default" : name; }
+
 Device parse_device(const std::string &name) {
     if (name == "cpu") return Device::cpu;
     if (name == "cuda") {
@@ -115,72 +126,91 @@ void check(const Status &status) {
     if (!status.ok()) throw UsageError{std::string(status_code_name(status.code)) + ": " + status.message};
 }
 
+namespace {
+
+Timing timing_of(int repeats, const std::vector<double> &device_us, const std::vector<double> &call_us,
+                 bool host_bound) {
+    Timing t;
+    t.repeats = repeats;
+    t.median_us = median(device_us);
+    t.min_us = *std::min_element(device_us.begin(), device_us.end());
+    t.call_median_us = median(call_us);
+    t.host_bound = host_bound;
+    return t;
+}
+
+}  // namespace
+
+Timing time_device_calls(const DeviceTimer &timer, int repeats, const std::function<void()> &call) {
+    std::vector<double> device_us, call_us;
+    bool host_bound = false;
+    // Long enough to cover the host's launch path of any call here (a few
+    // to a few tens of µs); lengthened when a call outlasts it.
+    double wait_us = 200;
+    constexpr double longest_wait_us = 12800;
+    for (int n = 0; n < repeats; n++) {
+        // Device time: the stream busy while the call is enqueued.
+        for (;;) {
+            timer.enqueue_wait(wait_us);
+            timer.record_start();
+            call();
+            // The start event already done means the device waited for the
+            // host during the call: the interval would include host time.
+            const bool start_done = timer.start_done();
+            timer.record_stop();
+            const double us = timer.elapsed_us();
+            if (!start_done || wait_us >= longest_wait_us) {  // past the longest: the call waits on the device
+                host_bound = host_bound || start_done;
+                device_us.push_back(us);
+                break;
+            }
+            wait_us *= 4;
+        }
+        // Call time: the stream idle, so the host's launch path counts.
+        timer.record_start();
+        call();
+        timer.record_stop();
+        call_us.push_back(timer.elapsed_us());
+    }
+    return timing_of(repeats, device_us, call_us, host_bound);
+}
+
 Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call) {
     for (int n = 0; n < warmup; n++) call();
-    std::vector<double> device_us, call_us;
-    Timing t;
 #if HALCAPS_WITH_CUDA
     if (device == Device::cuda) {
         cudaEvent_t start, stop;
         cuda_check(cudaEventCreate(&start), "cudaEventCreate");
         cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
-        auto elapsed_us = [&] {
+        DeviceTimer timer;
+        timer.enqueue_wait = [](double us) { cuda_check(enqueue_device_wait(us), "the timing's wait kernel"); };
+        timer.record_start = [&] { cuda_check(cudaEventRecord(start), "cudaEventRecord"); };
+        timer.record_stop = [&] { cuda_check(cudaEventRecord(stop), "cudaEventRecord"); };
+        timer.start_done = [&] {
+            const cudaError_t state = cudaEventQuery(start);
+            if (state != cudaErrorNotReady) cuda_check(state, "cudaEventQuery");
+            return state != cudaErrorNotReady;
+        };
+        timer.elapsed_us = [&] {
             cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
             float ms = 0;
             cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
             return 1000.0 * ms;
         };
-        // Long enough to cover the host's launch path of any call here (a few
-        // to a few tens of µs); lengthened when a call outlasts it.
-        double wait_us = 200;
-        constexpr double longest_wait_us = 12800;
-        for (int n = 0; n < repeats; n++) {
-            // Device time: the stream busy while the call is enqueued.
-            for (;;) {
-                cuda_check(enqueue_device_wait(wait_us), "the timing's wait kernel");
-                cuda_check(cudaEventRecord(start), "cudaEventRecord");
-                call();
-                // The start event already done means the device waited for the
-                // host during the call: the interval would include host time.
-                const cudaError_t start_state = cudaEventQuery(start);
-                if (start_state != cudaErrorNotReady) cuda_check(start_state, "cudaEventQuery");
-                cuda_check(cudaEventRecord(stop), "cudaEventRecord");
-                const double us = elapsed_us();
-                if (start_state == cudaErrorNotReady) {
-                    device_us.push_back(us);
-                    break;
-                }
-                if (wait_us >= longest_wait_us) {  // the call itself waits on the device
-                    t.host_bound = true;
-                    device_us.push_back(us);
-                    break;
-                }
-                wait_us *= 4;
-            }
-            // Call time: the stream idle, so the host's launch path counts.
-            cuda_check(cudaEventRecord(start), "cudaEventRecord");
-            call();
-            cuda_check(cudaEventRecord(stop), "cudaEventRecord");
-            call_us.push_back(elapsed_us());
-        }
+        const Timing t = time_device_calls(timer, repeats, call);
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
+        return t;
     }
 #endif
-    if (device != Device::cuda) {
-        for (int n = 0; n < repeats; n++) {
-            auto t0 = std::chrono::steady_clock::now();
-            call();
-            auto t1 = std::chrono::steady_clock::now();
-            device_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-        }
-        call_us = device_us;
+    std::vector<double> us;
+    for (int n = 0; n < repeats; n++) {
+        auto t0 = std::chrono::steady_clock::now();
+        call();
+        auto t1 = std::chrono::steady_clock::now();
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
-    t.repeats = repeats;
-    t.median_us = median(device_us);
-    t.min_us = *std::min_element(device_us.begin(), device_us.end());
-    t.call_median_us = median(call_us);
-    return t;
+    return timing_of(repeats, us, us, false);
 }
 
 // The last-level cache is read from the device (L2) on CUDA; on the CPU a

@@ -45,6 +45,14 @@ private:
     float *device_data_ = nullptr;
 };
 
+// The implementations a command runs for --schedule `requested`: "" (no
+// --schedule) the runtime's own default, which may pick per shape (an empty
+// implementation name); "all" every one of `op` built for `device`; else
+// that one.
+std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device);
+// The row label of an implementation name ("" is the runtime's default).
+std::string row_label(const std::string &name);
+
 // Device::cpu or Device::cuda from "cpu", "cuda" or "auto" (cuda if usable).
 Device parse_device(const std::string &name);
 
@@ -70,6 +78,19 @@ struct Timing {
     int repeats = 0;
 };
 Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call);
+
+// The device operations of the CUDA timing above, on one stream: through the
+// CUDA runtime in time_calls, through the driver API in a point's own
+// context for `halcaps explore run` (cli/explore_kernel.cpp). Each throws
+// UsageError on a CUDA error.
+struct DeviceTimer {
+    std::function<void(double us)> enqueue_wait;  // the wait kernel, for `us` of device time
+    std::function<void()> record_start, record_stop;
+    std::function<bool()> start_done;             // whether the start event has fired
+    std::function<double()> elapsed_us;           // waits for the stop event; start to stop
+};
+// Both CUDA times of `repeats` calls (no warm-up), as Timing describes.
+Timing time_device_calls(const DeviceTimer &timer, int repeats, const std::function<void()> &call);
 
 // The median of `values` (the mean of the middle two for an even count).
 double median(std::vector<double> values);

@@ -177,7 +177,6 @@ Timing LoadedKernel::time(bool cuda, int warmup, int repeats, const std::functio
     // CUDA points: events in the point's own context, which time_calls (the
     // CUDA runtime's current context) cannot see.
     for (; n < warmup; n++) call(n);
-    std::vector<double> us;
     if (acquire_context_ == nullptr || release_context_ == nullptr) {
         throw UsageError{"a CUDA point's library exports no halide_cuda_acquire_context"};
     }
@@ -197,50 +196,33 @@ Timing LoadedKernel::time(bool cuda, int warmup, int repeats, const std::functio
     void *wait_module = nullptr, *wait_kernel = nullptr;
     cuda_check(cu.module_load_data(&wait_module, kWaitKernelPtx), "cuModuleLoadData (the wait kernel)");
     cuda_check(cu.module_get_function(&wait_kernel, wait_module, "halcaps_wait"), "cuModuleGetFunction");
-    auto elapsed_us = [&] {
+    // Timed as time_calls times (cli/common.h, Timing), in this context.
+    DeviceTimer timer;
+    timer.enqueue_wait = [&](double us) {
+        unsigned long long wait_ns = static_cast<unsigned long long>(us * 1e3);
+        void *params[] = {&wait_ns};
+        cuda_check(cu.launch_kernel(wait_kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr),
+                   "cuLaunchKernel (the wait kernel)");
+    };
+    timer.record_start = [&] { cuda_check(cu.event_record(start, nullptr), "cuEventRecord"); };
+    timer.record_stop = [&] { cuda_check(cu.event_record(stop, nullptr), "cuEventRecord"); };
+    timer.start_done = [&] {
+        const int state = cu.event_query(start);
+        if (state != kCudaErrorNotReady) cuda_check(state, "cuEventQuery");
+        return state != kCudaErrorNotReady;
+    };
+    timer.elapsed_us = [&] {
         cuda_check(cu.event_synchronize(stop), "cuEventSynchronize");
         float ms = 0;
         cuda_check(cu.event_elapsed(&ms, start, stop), "cuEventElapsedTime");
         return 1000.0 * ms;
     };
-    // As time_calls (cli/common.h, Timing): device time with the stream kept
-    // busy while the call is queued, then one call on an idle stream.
-    std::vector<double> call_us;
-    Timing t;
-    unsigned long long wait_ns = 200000;
-    constexpr unsigned long long longest_wait_ns = 12800000;
-    for (int r = 0; r < repeats; r++, n++) {
-        for (;;) {
-            void *params[] = {&wait_ns};
-            cuda_check(cu.launch_kernel(wait_kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr),
-                       "cuLaunchKernel (the wait kernel)");
-            cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
-            call(n);
-            const int start_state = cu.event_query(start);
-            if (start_state != kCudaErrorNotReady) cuda_check(start_state, "cuEventQuery");
-            cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
-            const double elapsed = elapsed_us();
-            if (start_state == kCudaErrorNotReady || wait_ns >= longest_wait_ns) {
-                t.host_bound = t.host_bound || start_state != kCudaErrorNotReady;
-                us.push_back(elapsed);
-                break;
-            }
-            wait_ns *= 4;
-        }
-        cuda_check(cu.event_record(start, nullptr), "cuEventRecord");
-        call(n);
-        cuda_check(cu.event_record(stop, nullptr), "cuEventRecord");
-        call_us.push_back(elapsed_us());
-    }
+    const Timing t = time_device_calls(timer, repeats, [&] { call(n++); });
     cu.module_unload(wait_module);
     cu.event_destroy(start);
     cu.event_destroy(stop);
     void *popped = nullptr;
     cu.ctx_pop(&popped);
-    t.repeats = repeats;
-    t.median_us = median(us);
-    t.min_us = *std::min_element(us.begin(), us.end());
-    t.call_median_us = median(call_us);
     return t;
 }
 
