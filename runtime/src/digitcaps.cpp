@@ -247,8 +247,10 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     CallScratch scratch(options);
     TensorView b0_used;
     if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
-    const Status status =
-        detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
+    auto run = [&](const HalideKernelEntry *k) {
+        return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
+    };
+    const Status status = run(kernel);
     if (status.code != StatusCode::unsupported_shape || !options.implementation.empty() || device != Device::cuda) {
         return status;
     }
@@ -259,7 +261,7 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
         !s.ok()) {
         return s;
     }
-    return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
+    return run(kernel);
 }
 
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
