@@ -387,7 +387,17 @@ public:
         f.re = RDom(0, W.dim(1).extent(), "re");
         f.rk = RDom(0, u.dim(0).extent(), "rk");
         f.u = wrap("u_in", u);
-        f.W = wrap("W_in", W);
+        // W's reads clamped to its in_caps extent: every read the algorithm
+        // makes is in range and unchanged. A schedule may compute a capsule's
+        // W row before the guard of a partial chunk of the sum over i
+        // (fused_split computes it once per capsule, outside the loop over
+        // batch elements that holds the guard), and Halide sizes W's bounds
+        // check by that unguarded row; clamped, the row stays in range.
+        {
+            Var k("k"), e("e"), j("j"), i("i");
+            f.W = Func("W_in");
+            f.W(k, e, j, i) = W(k, e, j, clamp(i, 0, W.dim(3).extent() - 1));
+        }
         f.b0 = wrap("b0_in", b0);
         define_fused_digitcaps(f, iterations);
         v(f.e, f.j, f.b) = f.passes.back().squash.v(f.e, f.j, f.b);

@@ -68,9 +68,24 @@ const std::vector<std::pair<std::string, FusedGpuTiling>> &gpu_variants() {
     return v;
 }
 
+// The knobs of fused_split (below).
+struct SplitGpuTiling {
+    int in_chunk;        // partial-sum kernel: input capsules per block (the chunk of the sum over i)
+    int logits_i_tile;   // logits kernel: input capsules per block
+    int partial_groups;  // the chunks' partial sums are added in this many groups in parallel
+};
+
+const std::vector<std::pair<std::string, SplitGpuTiling>> &split_variants() {
+    static const std::vector<std::pair<std::string, SplitGpuTiling>> v = {
+        {"fused_split", {6, 6, 8}},
+    };
+    return v;
+}
+
 std::vector<std::string> gpu_names() {
     std::vector<std::string> out;
     for (const auto &[name, tiling] : gpu_variants()) out.push_back(name);
+    for (const auto &[name, tiling] : split_variants()) out.push_back(name);
     return out;
 }
 
@@ -220,6 +235,200 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
     }
 }
 
+// A register copy of `staged`'s 8 values along its first dimension (k),
+// loaded as two 4-wide vectors, for the consumer `user` at `level`; one
+// point in every other dimension.
+Func k_row(Func staged, Func user, const LoopLevel &level) {
+    Func row = staged.in(user);
+    const std::vector<Var> a = row.args();
+    Var ko(row.name() + "_ko"), ki(row.name() + "_ki");
+    row.compute_at(level).store_in(MemoryType::Register).split(a[0], ko, ki, 4).vectorize(ki).unroll(ko);
+    for (size_t d = 1; d < a.size(); d++) row.bound_extent(a[d], 1);
+    return row;
+}
+
+// W of a block's input capsules in shared memory, copied by threads over
+// (32 consecutive floats of a (k, e) row block, j): coalesced reads.
+void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, const Var &thread_y) {
+    std::vector<Var> a = W_tile.args();  // (k, e, j, i)
+    Var ke("W_ke"), keo("W_keo");
+    W_tile.compute_at(level)
+        .store_in(MemoryType::GPUShared)
+        .fuse(a[0], a[1], ke)
+        .split(ke, keo, thread_x, 32, TailStrategy::GuardWithIf)
+        .reorder(thread_x, a[2], keo, a[3])
+        .gpu_threads(thread_x, a[2]);
+    (void)thread_y;
+}
+
+// fused_split: per routing iteration, the pass as up to four kernels, each
+// recomputing the u_hat it needs in registers, with no barrier inside any
+// loop over input capsules (`fused` has three per capsule). CapsNet's
+// shape only: in_dim 8 and out_dim 16 (u and W read as rows of 8 floats, v
+// and the partial sums held as 16 registers); the runtime refuses other
+// shapes (unsupported_shape) before any device work. Both heavy kernels run
+// a thread per (batch element, j), a warp over 32 batch elements of one j,
+// so W's rows are the same for the whole warp (shared-memory broadcasts).
+// Per pass t:
+//   logits kernel   (t > 0) blocks over (32 batch elements, logits_i_tile
+//                   capsules), W's and u's tiles staged in shared memory;
+//                   each thread keeps v[0..t-1] of its (b, j) in registers
+//                   and for each capsule of the block computes u_hat one e
+//                   at a time (8 FMAs from two W rows and u's row of 8)
+//                   into the agreements; writes logits, B·I·J floats.
+//   partial sums    blocks over (32 batch elements, in_chunk capsules): W,
+//                   u and c (the softmax over j, computed while staging)
+//                   in shared memory; each thread adds c · u_hat into 16
+//                   registers (one per e) over the chunk and writes them.
+//   group sums      the chunks' partial sums in partial_groups groups.
+//   squash kernel   one block per batch element: the groups' sum, squash.
+// Device memory: the logits (B·I·J floats, 5.9 MB at MNIST b128), the
+// partial sums (B·J·E per chunk); nothing of size B·I·J·E.
+void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
+    const Var e = f.e, j = f.j, i = f.i, b = f.b;
+    const Expr K = f.rk.x.extent(), E = f.re.x.extent();
+    const Expr J = f.rj.x.extent();
+    // The kernels' shared-memory tiles (W: 8 x 16 x J floats a capsule; u:
+    // 8 x 32 a capsule; c: J x 32 a capsule) must fit a launch's 48 KB.
+    const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * 32);
+    const Expr part_bytes = 4 * tile.in_chunk * (8 * 16 * J + 8 * 32 + J * 32);
+    const Expr capsnet_shape = K == 8 && E == 16;
+    const std::string refusal = "fused_split needs in_dim 8 and out_dim 16, and its tiles of W for this out_caps "
+                                "need more than 48 KB of shared memory";
+    const size_t n = f.passes.size();
+    for (size_t t = 0; t < n; t++) {
+        FusedPass &p = f.passes[t];
+        const std::string tag = std::to_string(t);
+
+        // --- logits kernel.
+        if (t > 0) {
+            Var bo("lg_bo"), bl("lg_bl"), io("lg_io"), ii("lg_ii");
+            p.logits.compute_root()
+                .split(b, bo, bl, 32, TailStrategy::GuardWithIf)
+                .split(i, io, ii, tile.logits_i_tile, TailStrategy::GuardWithIf)
+                .reorder(ii, bl, j, io, bo)
+                .gpu_threads(bl, j)
+                .gpu_blocks(io, bo);
+            p.logits.specialize(capsnet_shape && logits_bytes <= kDefaultSharedBytes);
+            p.logits.specialize_fail(refusal);
+            // One u_hat value serves every agreement: their loops over e
+            // are fused (compute_with) and u_hat is computed inside them.
+            Func u_hat = p.u_hat.clone_in(p.agreement);
+            Func first = p.agreement.front();
+            for (size_t s = 0; s < p.agreement.size(); s++) {
+                Func ag = p.agreement[s];
+                ag.compute_at(p.logits, ii).store_in(MemoryType::Register);
+                ag.update().unroll(f.re.x);
+                if (s > 0) {
+                    ag.compute_with(first, ag.args()[0]);
+                    ag.update().compute_with(first.update(), f.re.x);
+                }
+                // v[s] of the thread's (b, j): 16 registers, loaded once.
+                Func v_row = f.passes[s].squash.v.in(ag);
+                const std::vector<Var> va = v_row.args();  // (e, j, b)
+                v_row.compute_at(p.logits, bl)
+                    .store_in(MemoryType::Register)
+                    .bound_extent(va[0], 16)
+                    .bound_extent(va[1], 1)
+                    .bound_extent(va[2], 1)
+                    .unroll(va[0]);
+            }
+            u_hat.compute_at(first, f.re.x).store_in(MemoryType::Register);
+            u_hat.update().unroll(f.rk.x);
+            Func u_tile = f.u.in(u_hat);
+            {
+                // Rows of 8 stored batch element by batch element: the
+                // warp's threads read consecutive rows (no bank conflicts).
+                // Copied without a fused index: Halide's bounds of a fused
+                // loop's coordinates are loose, and so were u's checked bounds.
+                std::vector<Var> a = u_tile.args();  // (k, i, b)
+                u_tile.compute_at(p.logits, io)
+                    .store_in(MemoryType::GPUShared)
+                    .reorder_storage(a[0], a[2], a[1])
+                    .reorder(a[0], a[2], a[1])
+                    .gpu_threads(a[2], a[1]);
+            }
+            k_row(u_tile, u_hat, LoopLevel(p.logits, ii));
+            Func W_tile = f.W.in(u_hat);
+            stage_W(W_tile, LoopLevel(p.logits, io), Var("lg_W_x"), j);
+            k_row(W_tile, u_hat, LoopLevel(first, f.re.x));
+        }
+
+        // --- partial sums of s over chunks of input capsules.
+        RVar rio("rio" + tag), rii("rii" + tag);
+        Var io("io" + tag);
+        Func part = p.s.update().split(f.ri.x, rio, rii, tile.in_chunk).rfactor(rio, io);
+        Func part_out = part.in();
+        Var bx("bx"), bl("bl");
+        part_out.compute_root()
+            .bound(e, 0, 16)
+            .split(b, bx, bl, 32, TailStrategy::GuardWithIf)
+            .reorder(e, bl, j, bx, io)
+            .gpu_threads(bl, j)
+            .gpu_blocks(bx, io);
+        part_out.specialize(capsnet_shape && part_bytes <= kDefaultSharedBytes).unroll(e);
+        part_out.specialize_fail(refusal);
+        const std::vector<Var> pa = part.args();  // (e, j, b, io)
+        part.compute_at(part_out, bl)
+            .store_in(MemoryType::Register)
+            .bound_extent(pa[0], 16)
+            .bound_extent(pa[1], 1)
+            .bound_extent(pa[2], 1)
+            .bound_extent(pa[3], 1)
+            .unroll(pa[0]);
+        part.update().reorder(pa[0], rii).unroll(pa[0]);
+        p.u_hat.compute_at(part, pa[0]).store_in(MemoryType::Register);
+        p.u_hat.update().unroll(f.rk.x);
+        Func W_tile = f.W.in(p.u_hat);
+        stage_W(W_tile, LoopLevel(part_out, bx), Var("W_x"), j);
+        k_row(W_tile, p.u_hat, LoopLevel(part, pa[0]));
+        {
+            Func u_tile = f.u.in(p.u_hat);
+            std::vector<Var> a = u_tile.args();  // (k, i, b)
+            u_tile.compute_at(part_out, bx)
+                .store_in(MemoryType::GPUShared)
+                .reorder_storage(a[0], a[2], a[1])
+                .reorder(a[0], a[2], a[1])
+                .gpu_threads(a[2], a[1]);
+            k_row(u_tile, p.u_hat, LoopLevel(part, rii));
+        }
+        {
+            // c of the block's capsules and batch elements (J x in_chunk x
+            // 32 floats), batch innermost, computed while staging: a thread
+            // per (b, i) does the max and sum over j.
+            std::vector<Var> a = p.c.args();  // (j, i, b)
+            // Its size padded to whole 16-byte units: Halide packs the
+            // block's shared tiles one after the other, and an odd-sized c
+            // tile (batch x out_caps both odd) misaligned the next tile's
+            // 16-byte row loads (wrong results at B 9, J 5).
+            p.c.compute_at(part_out, bx)
+                .store_in(MemoryType::GPUShared)
+                .reorder_storage(a[2], a[0], a[1])
+                .align_storage(a[2], 4)
+                .reorder(a[0], a[2], a[1])
+                .gpu_threads(a[2], a[1]);
+            p.logit_max.compute_at(p.c, a[2]);
+            p.exp_sum.compute_at(p.c, a[2]);
+        }
+
+        // --- group sums, then the squash kernel (one block per batch element).
+        RVar so("s_o" + tag), si("s_i" + tag);
+        Var group("group" + tag);
+        Func groups = p.s.update().split(rio, so, si, tile.partial_groups, TailStrategy::GuardWithIf).rfactor(si, group);
+        groups.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
+        groups.update().reorder(so, e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
+        Func out = t + 1 < n ? p.squash.v : f.v;
+        if (t + 1 < n) out.compute_root();
+        out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
+        p.s.compute_at(out, b).gpu_threads(e, j);
+        p.s.update().unroll(si).gpu_threads(e, j);
+        for (Func q : {p.squash.max_abs, p.squash.norm2_scaled}) {
+            q.compute_at(out, b).gpu_threads(j);
+            q.update().gpu_threads(j);
+        }
+    }
+}
+
 }  // namespace
 
 void schedule_digitcaps_fused(const std::string &name, const Target &target, FusedDigitCapsStages &f) {
@@ -237,6 +446,9 @@ void schedule_digitcaps_fused(const std::string &name, const Target &target, Fus
     if (!target.has_gpu_feature()) {
         fused_cpu(target, f);
         return;
+    }
+    for (const auto &[n, tiling] : split_variants()) {
+        if (n == name) split_gpu(tiling, f);
     }
     for (const auto &[n, tiling] : gpu_variants()) {
         if (n == name) fused_gpu(tiling, f);

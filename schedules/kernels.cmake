@@ -46,6 +46,7 @@ foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused          fused             cuda ITERATIONS ${n})
 endforeach ()
 halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_fused              fused_split       cuda ITERATIONS 3)
 # The best point of digitcaps_fused_cuda.space found by `halcaps explore`
 # (H200, MNIST b128: 790.6 us against fused's 834.9 in the same explore run;
 # bench/results/nvidia-h200-barham-isard/); fused stays the default (ahead at b512).

@@ -69,9 +69,12 @@ TEST_CASE("cuda digitcaps: odd sizes and tile edges, 1, 3 and 5 iterations", "[c
     // Batch 1, 7, 15, 17, 33 and in_caps 1, 13, 31, 33, 65 straddle the
     // batch tiles (8, 16) and input-capsule chunks (16, 32) of the fused
     // variants; out_dim 1, 13, 15, 17, 33 the e threads (16 / e_per_thread).
+    // fused_split (in_dim 8, out_dim 16 only): batch 17, 33, 40 against its
+    // warps of 32 batch elements, in_caps 33, 45, 65 against its chunks of
+    // 8 and logits tiles of 6.
     const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {7, 13, 9, 7, 15},
                                                 {15, 31, 8, 10, 17},  {17, 33, 8, 10, 16}, {33, 65, 8, 10, 16},
-                                                {2, 3, 8, 1, 33},     {5, 17, 3, 2, 31}};
+                                                {2, 3, 8, 1, 33},     {5, 17, 3, 2, 31},  {40, 45, 8, 7, 16}};
     for (const auto &s : shapes) {
         for (int iterations : {1, 3, 5}) check_all(s, iterations, iterations != 3, true, Device::cuda);
     }
@@ -84,23 +87,29 @@ TEST_CASE("cuda digitcaps: MNIST shape, forward and backward", "[cuda][digitcaps
 
 TEST_CASE("cuda digitcaps: hard inputs (tiny and huge u, large logits)", "[cuda][digitcaps]") {
     INFO("seed " << seed());
-    const DigitCapsShape s{3, 37, 4, 5, 16};
-    for (float scale : {1e-6f, 1e15f}) {
-        for (float logit_scale : {1.0f, 80.0f}) {
-            INFO("u scale " << scale << ", b0 scale " << logit_scale);
-            for (int iterations : {1, 3}) {
-                for (const auto &impl : implementations("digitcaps", iterations, Device::cuda)) {
-                    INFO(impl << ", " << iterations << " iterations");
-                    DigitCapsProblem p(s);
-                    for (float &x : p.u) x *= scale;
-                    for (float &x : p.b0) x *= logit_scale;  // exp(80) overflows float32 without the max shift
-                    const Status st =
-                        digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations, device_options(Device::cuda, impl));
-                    INFO(st.message);
-                    REQUIRE(st.ok());
-                    for (float x : p.v) REQUIRE(std::isfinite(x));
-                    require_close("v", p.v,
-                                  reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), iterations), 1e-4);
+    for (const DigitCapsShape &s : std::vector<DigitCapsShape>{{3, 37, 4, 5, 16}, {3, 37, 8, 5, 16}}) {
+        INFO("B=" << s.batch << " I=" << s.in_caps << " K=" << s.in_dim);
+        for (float scale : {1e-6f, 1e15f}) {
+            for (float logit_scale : {1.0f, 80.0f}) {
+                INFO("u scale " << scale << ", b0 scale " << logit_scale);
+                for (int iterations : {1, 3}) {
+                    for (const auto &impl : implementations("digitcaps", iterations, Device::cuda)) {
+                        INFO(impl << ", " << iterations << " iterations");
+                        DigitCapsProblem p(s);
+                        for (float &x : p.u) x *= scale;
+                        for (float &x : p.b0) x *= logit_scale;  // exp(80) overflows float32 without the max shift
+                        const Status st =
+                            digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations, device_options(Device::cuda, impl));
+                        INFO(st.message);
+                        if (refuses_shape(impl, s)) {
+                            require_refusal(st);
+                            continue;
+                        }
+                        REQUIRE(st.ok());
+                        for (float x : p.v) REQUIRE(std::isfinite(x));
+                        require_close("v", p.v,
+                                      reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), iterations), 1e-4);
+                    }
                 }
             }
         }
@@ -123,6 +132,10 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
                                         W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
                                         b0.view({s.in_caps, s.out_caps}), v.view({s.batch, s.out_caps, s.out_dim}), 3, o);
             INFO(st.message);
+            if (refuses_shape(impl, s)) {
+                require_refusal(st);
+                continue;
+            }
             REQUIRE(st.ok());
             cuda_ok(cudaStreamSynchronize(stream));
             require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
@@ -250,6 +263,22 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
         const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, c.implementation));
         INFO(st.message);
         if (fits(c.batch_tile, s.out_caps, s.out_dim)) {
+            REQUIRE(st.ok());
+            require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
+        } else {
+            REQUIRE(st.code == StatusCode::unsupported_shape);
+            REQUIRE(st.message.find("48 KB of shared memory") != std::string::npos);
+        }
+    }
+    // fused_split stages W for 6 capsules at a time (8 x 16 x J floats
+    // each, with u's and c's tiles): 48 KB allows out_caps up to 11.
+    for (int out_caps : {10, 11, 12, 32}) {
+        const DigitCapsShape s{9, 13, 8, out_caps, 16};
+        INFO("fused_split at J " << out_caps);
+        DigitCapsProblem p(s);
+        const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, "fused_split"));
+        INFO(st.message);
+        if (4 * 6 * (8 * 16 * out_caps + 8 * 32 + out_caps * 32) <= 48 * 1024) {
             REQUIRE(st.ok());
             require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
         } else {

@@ -247,7 +247,18 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     CallScratch scratch(options);
     TensorView b0_used;
     if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
+    const int64_t K = checks.extent("in_dim"), E = checks.extent("out_dim");
     auto run = [&](const HalideKernelEntry *k) {
+        // The fused_split schedules read u and W in rows of 8 (CapsNet's
+        // in_dim) and keep a thread's 16 out_dim values in registers. Their
+        // pipelines refuse other shapes too, but some fail Halide's input
+        // bounds check first, with an out-of-bounds error instead of this status.
+        if (std::string(k->schedule).rfind("fused_split", 0) == 0 && (K != 8 || E != 16)) {
+            return Status{StatusCode::unsupported_shape,
+                          std::string(op) + ": implementation '" + k->schedule +
+                              "' reads u and W in rows of 8 and keeps 16 out_dim values in registers: in_dim must "
+                              "be 8 and out_dim 16, got " + std::to_string(K) + " and " + std::to_string(E)};
+        }
         return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
     };
     const Status status = run(kernel);
