@@ -3,7 +3,11 @@
 // FusedDigitCapsStages): one pass per routing iteration, each pass
 // recomputing its own u_hat, so nothing of size B·I·J·E is ever stored.
 //
-// GPU, per routing iteration t, two kernels:
+// Two GPU designs: `fused_split` (split_gpu below; CapsNet's in_dim 8 and
+// out_dim 16 only, the CUDA default where it applies) and `fused` and its
+// variants, described here.
+//
+// fused, per routing iteration t, two kernels:
 //   pass kernel   blocks over (input-capsule chunk, batch tile). For each
 //                 input capsule i of its chunk in turn, the block computes
 //                 u_hat[:, :, i, batch tile] (each thread its e values for the
@@ -247,18 +251,40 @@ Func k_row(Func staged, Func user, const LoopLevel &level) {
     return row;
 }
 
-// W of a block's input capsules in shared memory, copied by threads over
-// (32 consecutive floats of a (k, e) row block, j): coalesced reads.
-void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, const Var &thread_y) {
+// A register copy of `staged`'s 16 values along its second dimension (e)
+// at one point of the others (k, j, i), loaded as four 4-wide vectors, for
+// the consumer `user` at `level`.
+Func e_row(Func staged, Func user, const LoopLevel &level) {
+    Func row = staged.in(user);
+    const std::vector<Var> a = row.args();
+    Var eo(row.name() + "_eo"), ei(row.name() + "_ei");
+    row.compute_at(level).store_in(MemoryType::Register).bound_extent(a[1], 16).split(a[1], eo, ei, 4).vectorize(ei).unroll(eo);
+    for (size_t d = 0; d < a.size(); d++) {
+        if (d != 1) row.bound_extent(a[d], 1);
+    }
+    return row;
+}
+
+// W of a block's `capsules` input capsules in shared memory, copied by
+// threads over (32 consecutive floats of a (k, e) row block, j): coalesced
+// reads, all of a thread's loads unrolled so that they are in flight
+// together (a block's staging is otherwise a chain of L2 latencies longer
+// than its compute). W_in clamps the capsule index, so the fixed extent is
+// safe at the last chunk. Stored e innermost: a k's 16 e values are four
+// 16-byte rows.
+void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, int capsules) {
     std::vector<Var> a = W_tile.args();  // (k, e, j, i)
     Var ke("W_ke"), keo("W_keo");
     W_tile.compute_at(level)
         .store_in(MemoryType::GPUShared)
+        .bound_extent(a[3], capsules)
+        .reorder_storage(a[1], a[0], a[2], a[3])
         .fuse(a[0], a[1], ke)
         .split(ke, keo, thread_x, 32, TailStrategy::GuardWithIf)
-        .reorder(thread_x, a[2], keo, a[3])
+        .reorder(keo, a[3], thread_x, a[2])
+        .unroll(keo)
+        .unroll(a[3])
         .gpu_threads(thread_x, a[2]);
-    (void)thread_y;
 }
 
 // fused_split: per routing iteration, the pass as up to four kernels, each
@@ -284,6 +310,24 @@ void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, const Var
 //   squash kernel   one block per batch element: the groups' sum, squash.
 // Device memory: the logits (B·I·J floats, 5.9 MB at MNIST b128), the
 // partial sums (B·J·E per chunk); nothing of size B·I·J·E.
+// Measured 2026-11-21 on an NVIDIA H100 80GB HBM3, `halcaps bench --device
+// cuda --op digitcaps --shapes mnist_b128,mnist_b512 --repeats 30 --seed 71`
+// (bench/results/nvidia-h100-fused-split/): b128 463.2 us, b512 1562.7 us
+// (fused 834.0 / 2853.8; torch.compile 474.4 / 2012.7 right after on the
+// same machine). ncu: the partial-sum kernel 98-113 us a pass, the logits
+// kernel 63-83 us, each at 0.18 instructions a cycle per scheduler, stalled
+// on the barriers after each block's staging, on shared-memory loads and on
+// the staging's global loads; 3 blocks of 10 warps an SM (64 registers,
+// 44.5 KB of shared memory). A block computes 6 capsules for 32 batch
+// elements, too little to amortise its staging; more capsules a block
+// would need W restaged inside a block while each thread keeps its partial
+// sums in registers, which Halide cannot place (a restaging loop would sit
+// outside the thread loops).
+// Tried on the way (b128, same device): threads over (e, j) with batch
+// tiles in registers and W rows read from global, 586 us; W staged with a
+// thread per (j, i), 945 us; u_hat summed over k as one chain of 8 FMAs per
+// e instead of 16 independent ones, 477 us; the staging copies as serial
+// loops around the thread loops (a barrier per step), 477 us.
 void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
     const Var e = f.e, j = f.j, i = f.i, b = f.b;
     const Expr K = f.rk.x.extent(), E = f.re.x.extent();
@@ -311,18 +355,14 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
                 .gpu_blocks(io, bo);
             p.logits.specialize(capsnet_shape && logits_bytes <= kDefaultSharedBytes);
             p.logits.specialize_fail(refusal);
-            // One u_hat value serves every agreement: their loops over e
-            // are fused (compute_with) and u_hat is computed inside them.
+            // u_hat of the thread's (b, j) and capsule, all 16 e at once (16
+            // registers, k outermost: 16 independent FMA chains), serves
+            // every agreement.
             Func u_hat = p.u_hat.clone_in(p.agreement);
-            Func first = p.agreement.front();
             for (size_t s = 0; s < p.agreement.size(); s++) {
                 Func ag = p.agreement[s];
                 ag.compute_at(p.logits, ii).store_in(MemoryType::Register);
                 ag.update().unroll(f.re.x);
-                if (s > 0) {
-                    ag.compute_with(first, ag.args()[0]);
-                    ag.update().compute_with(first.update(), f.re.x);
-                }
                 // v[s] of the thread's (b, j): 16 registers, loaded once.
                 Func v_row = f.passes[s].squash.v.in(ag);
                 const std::vector<Var> va = v_row.args();  // (e, j, b)
@@ -333,8 +373,8 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
                     .bound_extent(va[2], 1)
                     .unroll(va[0]);
             }
-            u_hat.compute_at(first, f.re.x).store_in(MemoryType::Register);
-            u_hat.update().unroll(f.rk.x);
+            u_hat.compute_at(p.logits, ii).store_in(MemoryType::Register).bound_extent(e, 16).unroll(e);
+            u_hat.update().reorder(e, f.rk.x).unroll(e).unroll(f.rk.x);
             Func u_tile = f.u.in(u_hat);
             {
                 // Rows of 8 stored batch element by batch element: the
@@ -346,12 +386,13 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
                     .store_in(MemoryType::GPUShared)
                     .reorder_storage(a[0], a[2], a[1])
                     .reorder(a[0], a[2], a[1])
+                    .unroll(a[0])
                     .gpu_threads(a[2], a[1]);
             }
             k_row(u_tile, u_hat, LoopLevel(p.logits, ii));
             Func W_tile = f.W.in(u_hat);
-            stage_W(W_tile, LoopLevel(p.logits, io), Var("lg_W_x"), j);
-            k_row(W_tile, u_hat, LoopLevel(first, f.re.x));
+            stage_W(W_tile, LoopLevel(p.logits, io), Var("lg_W_x"), tile.logits_i_tile);
+            e_row(W_tile, u_hat, LoopLevel(u_hat, f.rk.x));
         }
 
         // --- partial sums of s over chunks of input capsules.
@@ -377,11 +418,13 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
             .bound_extent(pa[3], 1)
             .unroll(pa[0]);
         part.update().reorder(pa[0], rii).unroll(pa[0]);
-        p.u_hat.compute_at(part, pa[0]).store_in(MemoryType::Register);
-        p.u_hat.update().unroll(f.rk.x);
+        // u_hat of the capsule, all 16 e at once, k outermost (as in the
+        // logits kernel).
+        p.u_hat.compute_at(part, rii).store_in(MemoryType::Register).bound_extent(e, 16).unroll(e);
+        p.u_hat.update().reorder(e, f.rk.x).unroll(e).unroll(f.rk.x);
         Func W_tile = f.W.in(p.u_hat);
-        stage_W(W_tile, LoopLevel(part_out, bx), Var("W_x"), j);
-        k_row(W_tile, p.u_hat, LoopLevel(part, pa[0]));
+        stage_W(W_tile, LoopLevel(part_out, bx), Var("W_x"), tile.in_chunk);
+        e_row(W_tile, p.u_hat, LoopLevel(p.u_hat, f.rk.x));
         {
             Func u_tile = f.u.in(p.u_hat);
             std::vector<Var> a = u_tile.args();  // (k, i, b)
@@ -389,6 +432,7 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
                 .store_in(MemoryType::GPUShared)
                 .reorder_storage(a[0], a[2], a[1])
                 .reorder(a[0], a[2], a[1])
+                .unroll(a[0])
                 .gpu_threads(a[2], a[1]);
             k_row(u_tile, p.u_hat, LoopLevel(part, rii));
         }
@@ -409,6 +453,12 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
                 .gpu_threads(a[2], a[1]);
             p.logit_max.compute_at(p.c, a[2]);
             p.exp_sum.compute_at(p.c, a[2]);
+            // Four logits loads in flight at a time instead of one.
+            RVar jo("c_jo"), ji("c_ji");
+            p.logit_max.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+            p.exp_sum.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+            Var cjo("c_jo"), cji("c_ji");
+            p.c.split(a[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
         }
 
         // --- group sums, then the squash kernel (one block per batch element).

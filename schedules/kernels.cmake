@@ -39,13 +39,17 @@ halcaps_add_kernel(digitcaps                    stage_per_op  cpu ITERATIONS 3)
 halcaps_add_kernel(routing                      stage_per_kernel  cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps                    stage_per_kernel  cuda ITERATIONS 3)
 # The fused layer (generator digitcaps_fused, schedules/digitcaps_fused_schedules.cpp):
-# two kernels per iteration, u_hat recomputed, never stored. `fused` is the
-# CUDA default for the layer (1, 3, 5 iterations); the tiling variants at 3
-# only, for timing; fused_cpu only checks the algorithm on machines without a GPU.
+# u_hat recomputed in each pass, never stored. `fused` (two kernels per
+# iteration) is the CUDA default for the layer at 1 and 5 iterations and for
+# shapes fused_split refuses; the tiling variants at 3 only, for timing;
+# fused_cpu only checks the algorithm on machines without a GPU.
 foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused          fused             cuda ITERATIONS ${n})
 endforeach ()
 halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATIONS 3)
+# fused_split: CapsNet's in_dim 8 and out_dim 16 only (the runtime refuses other
+# shapes and the default then runs fused); the CUDA default where it applies,
+# 1.8x faster than fused on an H100 (bench/results/nvidia-h100-fused-split/).
 halcaps_add_kernel(digitcaps_fused              fused_split       cuda ITERATIONS 3)
 # The best point of digitcaps_fused_cuda.space found by `halcaps explore`
 # (H200, MNIST b128: 790.6 us against fused's 834.9 in the same explore run;

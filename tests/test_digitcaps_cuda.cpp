@@ -37,16 +37,31 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         INFO(variant);
         REQUIRE(std::find(at3.begin(), at3.end(), variant) != at3.end());
     }
-    // No implementation named: the fused forward runs (a wrong default would
-    // still pass the check, so compare with it named explicitly: bitwise equal).
+    // No implementation named: fused_split runs where it applies (3
+    // iterations, in_dim 8, out_dim 16), else the fused passes (a wrong
+    // default would still pass the check, so compare with the implementation
+    // named explicitly: bitwise equal).
+    struct DefaultCase {
+        DigitCapsShape shape;
+        int iterations;
+        const char *expected;
+    };
+    for (const DefaultCase &c : std::vector<DefaultCase>{{{17, 33, 8, 10, 16}, 3, "fused_split"},
+                                                         {{17, 33, 8, 10, 16}, 1, "fused"},
+                                                         {{17, 33, 4, 10, 16}, 3, "fused"},
+                                                         {{17, 33, 8, 10, 12}, 3, "fused"}}) {
+        const DigitCapsShape &s = c.shape;
+        INFO("K=" << s.in_dim << " E=" << s.out_dim << ", " << c.iterations << " iterations: " << c.expected);
+        DigitCapsProblem p(s);
+        std::vector<float> named = nan_filled(p.v.size());
+        REQUIRE(digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), c.iterations, device_options(Device::cuda)).ok());
+        REQUIRE(digitcaps(p.u_v(), p.W_v(), p.b0_v(), host_view(named, {s.batch, s.out_caps, s.out_dim}), c.iterations,
+                          device_options(Device::cuda, c.expected))
+                    .ok());
+        REQUIRE(named == p.v);
+        require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), c.iterations), 1e-4);
+    }
     DigitCapsProblem p({17, 33, 8, 10, 16});
-    std::vector<float> named = nan_filled(p.v.size());
-    REQUIRE(digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda)).ok());
-    REQUIRE(digitcaps(p.u_v(), p.W_v(), p.b0_v(), host_view(named, {17, 10, 16}), 3,
-                      device_options(Device::cuda, "fused"))
-                .ok());
-    REQUIRE(named == p.v);
-    require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
     // The same for route, whose default is stage_per_kernel (faster than
     // routing_fused on the H200); the fused routing is checked by check_all.
     std::vector<float> v_default = nan_filled(p.v.size()), v_named = nan_filled(p.v.size());

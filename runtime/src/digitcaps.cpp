@@ -141,8 +141,9 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
     // On CUDA the defaults are the fastest measured (H200, MNIST b128 and
-    // b512, 2026-11-21): the layer's fused passes (digitcaps_fused "fused",
-    // 839 us against 1183 us for stage_per_kernel at b128), but routing alone
+    // b512, 2026-11-21): for the layer the fused passes (digitcaps_fused
+    // "fused", 839 us against 1183 us for stage_per_kernel at b128; digitcaps()
+    // tries fused_split first, faster where it applies), but routing alone
     // one kernel per stage (745 us against 1391 us for routing_fused), and
     // the backward ops have only stage_per_kernel; not predict's "tuned".
     const std::string cuda_default = std::string(op) == "digitcaps" ? "fused" : "stage_per_kernel";
@@ -261,13 +262,18 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
         }
         return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
     };
-    const Status status = run(kernel);
-    if (status.code != StatusCode::unsupported_shape || !options.implementation.empty() || device != Device::cuda) {
-        return status;
+    if (!options.implementation.empty() || device != Device::cuda) return run(kernel);
+    // The CUDA default, fastest first (H100, MNIST b128: fused_split 462 us,
+    // fused 831 us): fused_split where it is built (3 iterations) and takes
+    // the shape (in_dim 8, out_dim 16, out_caps up to 11), else the fused
+    // passes (`kernel`, from pick_kernel) unless their blocks would need
+    // more than 48 KB of shared memory, else one kernel per stage. Each
+    // refusal comes before any device work.
+    const HalideKernelEntry *split = nullptr;
+    if (detail::find_routing_kernel(op, generators_of(op), "fused_split", device, iterations, &split).ok()) {
+        if (Status s = run(split); s.code != StatusCode::unsupported_shape) return s;
     }
-    // The default fused passes refuse shapes whose blocks would need more
-    // than 48 KB of shared memory (large out_dim x out_caps) before any
-    // device work: one kernel per stage instead.
+    if (Status s = run(kernel); s.code != StatusCode::unsupported_shape) return s;
     if (Status s = detail::find_routing_kernel(op, generators_of(op), "stage_per_kernel", device, iterations, &kernel);
         !s.ok()) {
         return s;
