@@ -299,9 +299,10 @@ void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, int capsu
 //   logits kernel   (t > 0) blocks over (32 batch elements, logits_i_tile
 //                   capsules), W's and u's tiles staged in shared memory;
 //                   each thread keeps v[0..t-1] of its (b, j) in registers
-//                   and for each capsule of the block computes u_hat one e
-//                   at a time (8 FMAs from two W rows and u's row of 8)
-//                   into the agreements; writes logits, B·I·J floats.
+//                   and for each capsule of the block computes its 16 u_hat
+//                   values (k outermost: 16 independent FMA chains, W read
+//                   as four 16-byte rows a k, u as two a capsule), then the
+//                   agreements; writes logits, B·I·J floats.
 //   partial sums    blocks over (32 batch elements, in_chunk capsules): W,
 //                   u and c (the softmax over j, computed while staging)
 //                   in shared memory; each thread adds c · u_hat into 16
@@ -323,11 +324,13 @@ void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, int capsu
 // would need W restaged inside a block while each thread keeps its partial
 // sums in registers, which Halide cannot place (a restaging loop would sit
 // outside the thread loops).
-// Tried on the way (b128, same device): threads over (e, j) with batch
-// tiles in registers and W rows read from global, 586 us; W staged with a
-// thread per (j, i), 945 us; u_hat summed over k as one chain of 8 FMAs per
-// e instead of 16 independent ones, 477 us; the staging copies as serial
-// loops around the thread loops (a barrier per step), 477 us.
+// Tried on the way (b128, same device, in this order): threads over (e, j)
+// with batch tiles in registers and W rows read from global, 585.7 us; W
+// staged with a thread per (j, i), 945.4 us; the present mapping with u_hat
+// summed over k as one chain of 8 FMAs per e, 485.5 us; 16 independent
+// chains, 476.6 us; then the staging copies, which had been serial loops
+// around the thread loops (a barrier per step), unrolled inside the
+// threads, 462.3 us.
 void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
     const Var e = f.e, j = f.j, i = f.i, b = f.b;
     const Expr K = f.rk.x.extent(), E = f.re.x.extent();
