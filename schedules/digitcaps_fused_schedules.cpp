@@ -330,7 +330,12 @@ void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, int capsu
 // summed over k as one chain of 8 FMAs per e, 485.5 us; 16 independent
 // chains, 476.6 us; then the staging copies, which had been serial loops
 // around the thread loops (a barrier per step), unrolled inside the
-// threads, 462.3 us.
+// threads, 462.3 us. Later, on an H200 (softmax_kernel_try.txt there): the
+// softmax (c) in a kernel of its own, c then copied into the block's tile,
+// 462.3 us against this schedule's 436.2 in the same run (b512 1561.9
+// against 1458.0): the partial-sum kernel lost its exps (91.8 us a pass
+// against about 100) but the softmax kernel, a thread per (b, i) walking j,
+// took 30 us a pass.
 void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
     const Var e = f.e, j = f.j, i = f.i, b = f.b;
     const Expr K = f.rk.x.extent(), E = f.re.x.extent();
