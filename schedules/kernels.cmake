@@ -69,6 +69,10 @@ foreach (n IN ITEMS 1 3)
     halcaps_add_kernel(routing_backward         stage_per_kernel  cuda ITERATIONS ${n})
     halcaps_add_kernel(digitcaps_backward       stage_per_kernel  cuda ITERATIONS ${n})
 endforeach ()
+# tiled_stages: the same stages, each one kernel over 2D thread tiles, the long
+# sums over in_caps chunked (schedules/digitcaps_schedules.cpp).
+halcaps_add_kernel(routing_backward             tiled_stages      cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_backward           tiled_stages      cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
 # fixed (generators/digitcaps.cpp, above the autodiff generators). Built with

@@ -61,6 +61,26 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         REQUIRE(named == p.v);
         require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), c.iterations), 1e-4);
     }
+    // The layer's backward: tiled_stages at 3 iterations, stage_per_kernel at 1.
+    for (const auto &[iterations, expected] : std::vector<std::pair<int, const char *>>{{3, "tiled_stages"},
+                                                                                      {1, "stage_per_kernel"}}) {
+        INFO("digitcaps_backward, " << iterations << " iterations: " << expected);
+        const DigitCapsShape s{17, 33, 8, 10, 16};
+        DigitCapsProblem p(s);
+        std::vector<float> gu = nan_filled(p.grad_u.size()), gW = nan_filled(p.grad_W.size()),
+                           gb0 = nan_filled(p.grad_b0.size());
+        REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(),
+                                   iterations, device_options(Device::cuda))
+                    .ok());
+        REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), host_view(gu, {s.batch, s.in_caps, s.in_dim}),
+                                   host_view(gW, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                                   host_view(gb0, {s.in_caps, s.out_caps}), iterations,
+                                   device_options(Device::cuda, expected))
+                    .ok());
+        REQUIRE(gu == p.grad_u);
+        REQUIRE(gW == p.grad_W);
+        REQUIRE(gb0 == p.grad_b0);
+    }
     DigitCapsProblem p({17, 33, 8, 10, 16});
     // The same for route, whose default is stage_per_kernel (faster than
     // routing_fused on the H200); the fused routing is checked by check_all.
