@@ -37,6 +37,34 @@ std::vector<Func> forward_stages(const RoutingStages &r) {
     return out;
 }
 
+// Every stage of a backward pipeline: the recomputed forward (u_hat first,
+// for the layer), each iteration's backward stages, grad_b0, grad_u_hat and,
+// for the layer, grad_u and grad_W; not the output copies. `visit(f,
+// in_caps_sum)` is told which stages are sums over in_caps (s, grad_v_agree).
+template <typename Visit>
+void visit_backward_stages(RoutingBackwardStages &g, bool digitcaps, Visit visit) {
+    const RoutingStages &r = g.forward;
+    if (digitcaps) visit(r.u_hat, false);
+    for (const auto &it : r.iterations) {
+        for (const Func &f : {it.logits, it.logit_max, it.exp_sum, it.c}) visit(f, false);
+        visit(it.s, true);
+        for (const Func &f : {it.squash.max_abs, it.squash.norm2_scaled, it.squash.v}) visit(f, false);
+        if (it.agreement.defined()) visit(it.agreement, false);
+    }
+    for (const auto &it : g.iterations) {
+        for (const Func &f : {it.grad_v, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c, it.grad_logits}) {
+            visit(f, false);
+        }
+        if (it.grad_v_agree.defined()) visit(it.grad_v_agree, true);
+    }
+    visit(g.grad_b0, false);
+    visit(g.grad_u_hat, false);
+    if (digitcaps) {
+        visit(g.grad_u, false);
+        visit(g.grad_W, false);
+    }
+}
+
 // An eager framework's kernel: the whole stage computed into its own buffer
 // before the next starts, parallel over the outermost dimension and
 // vectorized along the innermost, for its pure definition and its update.
@@ -199,20 +227,7 @@ void digitcaps_stage_per_op_gpu(RoutingStages &r) {
 // times). Simple, and it bounds the memory: the largest stage is u_hat-sized.
 void backward_cpu(const Target &target, RoutingBackwardStages &g, bool digitcaps) {
     const int vec = target.natural_vector_size<float>();
-    if (digitcaps) compute_root_eager(g.forward.u_hat, vec);
-    for (Func f : forward_stages(g.forward)) compute_root_eager(f, vec);
-    for (auto &it : g.iterations) {
-        for (Func f : {it.grad_v, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c, it.grad_logits}) {
-            compute_root_eager(f, vec);
-        }
-        if (it.grad_v_agree.defined()) compute_root_eager(it.grad_v_agree, vec);
-    }
-    compute_root_eager(g.grad_b0, vec);
-    compute_root_eager(g.grad_u_hat, vec);
-    if (digitcaps) {
-        compute_root_eager(g.grad_u, vec);
-        compute_root_eager(g.grad_W, vec);
-    }
+    visit_backward_stages(g, digitcaps, [&](Func f, bool) { compute_root_eager(f, vec); });
     for (Func f : g.outputs) compute_root_eager(f, vec);
 }
 
@@ -227,20 +242,7 @@ void backward_cpu(const Target &target, RoutingBackwardStages &g, bool digitcaps
 // (992 MB): 2.9x the fused forward (839 us), but the forward is itself
 // far from its goal.
 void backward_stage_per_kernel(RoutingBackwardStages &g, bool digitcaps) {
-    if (digitcaps) compute_root_gpu(g.forward.u_hat);
-    for (Func f : forward_stages(g.forward)) compute_root_gpu(f);
-    for (auto &it : g.iterations) {
-        for (Func f : {it.grad_v, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c, it.grad_logits}) {
-            compute_root_gpu(f);
-        }
-        if (it.grad_v_agree.defined()) compute_root_gpu(it.grad_v_agree);
-    }
-    compute_root_gpu(g.grad_b0);
-    compute_root_gpu(g.grad_u_hat);
-    if (digitcaps) {
-        compute_root_gpu(g.grad_u);
-        compute_root_gpu(g.grad_W);
-    }
+    visit_backward_stages(g, digitcaps, [](Func f, bool) { compute_root_gpu(f); });
     for (Func f : g.outputs) compute_root_gpu(f);
 }
 
@@ -302,28 +304,14 @@ void compute_root_tiled_chunked(Func f, RVar over) {
 // grad_u, grad_W) now take about the same time each, then the agreements
 // and grad_c (one thread per (j, i, b) summing over e).
 void backward_tiled_stages(RoutingBackwardStages &g, bool digitcaps) {
-    RoutingStages &r = g.forward;
-    if (digitcaps) compute_root_tiled(r.u_hat);
-    for (const auto &it : r.iterations) {
-        for (Func f : {it.logits, it.logit_max, it.exp_sum, it.c, it.squash.max_abs, it.squash.norm2_scaled,
-                       it.squash.v}) {
+    const RVar in_caps = g.forward.ri.x;
+    visit_backward_stages(g, digitcaps, [&](Func f, bool in_caps_sum) {
+        if (in_caps_sum) {
+            compute_root_tiled_chunked(f, in_caps);
+        } else {
             compute_root_tiled(f);
         }
-        compute_root_tiled_chunked(it.s, r.ri.x);
-        if (it.agreement.defined()) compute_root_tiled(it.agreement);
-    }
-    for (auto &it : g.iterations) {
-        for (Func f : {it.grad_v, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c, it.grad_logits}) {
-            compute_root_tiled(f);
-        }
-        if (it.grad_v_agree.defined()) compute_root_tiled_chunked(it.grad_v_agree, r.ri.x);
-    }
-    compute_root_tiled(g.grad_b0);
-    compute_root_tiled(g.grad_u_hat);
-    if (digitcaps) {
-        compute_root_tiled(g.grad_u);
-        compute_root_tiled(g.grad_W);
-    }
+    });
     for (Func f : g.outputs) root_tiled(f);
 }
 
