@@ -1,6 +1,7 @@
 // Entry points for squash, routing and the DigitCaps layer, forward and
 // backward: argument checks, device and implementation choice, then the
 // Halide kernels (generators/digitcaps.cpp).
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -132,6 +133,26 @@ private:
     std::deque<std::vector<float>> host_buffers_;
 };
 
+// On CUDA an op's default is the fastest measured that is built for the
+// iteration count (H200, MNIST b128, 2026-11-21): `preferred` where built,
+// else `base`, whose lookup status is returned when neither is.
+//   digitcaps           fused_split (435.1 us; 3 iterations, and only CapsNet's
+//                       shapes: digitcaps() falls back when it refuses one),
+//                       else fused (829.1 us; stage_per_kernel 1183 us)
+//   digitcaps_backward  tiled_stages (1685.2 us; 3 iterations), else
+//                       stage_per_kernel (2461.6 us)
+//   route               stage_per_kernel (745 us against 1391 us for routing_fused)
+//   route_backward      stage_per_kernel (its tiled_stages is checked, not timed yet)
+struct CudaDefault {
+    const char *preferred;  // null: none
+    const char *base;
+};
+CudaDefault cuda_default(const std::string &op) {
+    if (op == "digitcaps") return {"fused_split", "fused"};
+    if (op == "digitcaps_backward") return {"tiled_stages", "stage_per_kernel"};
+    return {nullptr, "stage_per_kernel"};
+}
+
 // The device, implementation and kernel for a routing op, once the tensors
 // passed their checks.
 Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &options, int iterations, Device *device,
@@ -140,25 +161,17 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
-    // On CUDA the defaults are the fastest measured (H200, MNIST b128 and
-    // b512, 2026-11-21): for the layer the fused passes (digitcaps_fused
-    // "fused", 839 us against 1183 us for stage_per_kernel at b128; digitcaps()
-    // tries fused_split first, faster where it applies), but routing alone
-    // one kernel per stage (745 us against 1391 us for routing_fused), and
-    // the backward ops have only stage_per_kernel; not predict's "tuned".
-    std::string cuda_default = std::string(op) == "digitcaps" ? "fused" : "stage_per_kernel";
-    // The layer's backward: tiled_stages where it is built (3 iterations),
-    // 1.46x faster than stage_per_kernel at MNIST b128 on an H200 (1685.2
-    // against 2461.6 us; 1.14x at b512). Routing's backward keeps
-    // stage_per_kernel: its tiled_stages kernel is checked, not timed yet.
-    const HalideKernelEntry *tiled = nullptr;
-    if (std::string(op) == "digitcaps_backward" &&
-        detail::find_routing_kernel(op, generators_of(op), "tiled_stages", *device, iterations, &tiled).ok()) {
-        cuda_default = "tiled_stages";
+    if (options.implementation.empty() && *device == Device::cuda) {
+        const CudaDefault d = cuda_default(op);
+        if (d.preferred != nullptr &&
+            detail::find_routing_kernel(op, generators_of(op), d.preferred, *device, iterations, kernel).ok()) {
+            return Status::success();
+        }
+        return detail::find_routing_kernel(op, generators_of(op), d.base, *device, iterations, kernel);
     }
-    const std::string implementation = !options.implementation.empty() ? options.implementation
-                                       : *device == Device::cuda      ? cuda_default
-                                                                      : detail::chosen_implementation(options, *device);
+    const std::string implementation = !options.implementation.empty()
+                                           ? options.implementation
+                                           : detail::chosen_implementation(options, *device);
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
 
@@ -272,22 +285,21 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
         return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
     };
     if (!options.implementation.empty() || device != Device::cuda) return run(kernel);
-    // The CUDA default, fastest first (MNIST b128: fused_split 435.1 us,
-    // fused 829.1 us on an H200): fused_split where it is built (3 iterations) and takes
-    // the shape (in_dim 8, out_dim 16, out_caps up to 11), else the fused
-    // passes (`kernel`, from pick_kernel) unless their blocks would need
-    // more than 48 KB of shared memory, else one kernel per stage. Each
-    // refusal comes before any device work.
-    const HalideKernelEntry *split = nullptr;
-    if (detail::find_routing_kernel(op, generators_of(op), "fused_split", device, iterations, &split).ok()) {
-        if (Status s = run(split); s.code != StatusCode::unsupported_shape) return s;
+    // The CUDA default refuses some shapes before any device work: fused_split
+    // all but CapsNet's (in_dim 8, out_dim 16, out_caps up to 11), the fused
+    // passes those whose blocks would need more than 48 KB of shared memory.
+    // Each refusal hands the call to the next in this order.
+    const std::vector<std::string> by_speed = {"fused_split", "fused", "stage_per_kernel"};
+    Status status = run(kernel);
+    auto next = std::find(by_speed.begin(), by_speed.end(), kernel->schedule);
+    if (next != by_speed.end()) ++next;
+    for (; next != by_speed.end() && status.code == StatusCode::unsupported_shape; ++next) {
+        if (Status s = detail::find_routing_kernel(op, generators_of(op), *next, device, iterations, &kernel); !s.ok()) {
+            return s;
+        }
+        status = run(kernel);
     }
-    if (Status s = run(kernel); s.code != StatusCode::unsupported_shape) return s;
-    if (Status s = detail::find_routing_kernel(op, generators_of(op), "stage_per_kernel", device, iterations, &kernel);
-        !s.ok()) {
-        return s;
-    }
-    return run(kernel);
+    return status;
 }
 
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
