@@ -153,6 +153,24 @@ void per_j_and_batch(Stage s, const Var &j, const Var &b, const Var &i, const Fu
     s.reorder(order).unroll(bu).gpu_threads(bt, j);
 }
 
+// Pass t's squash kernel, one block per batch element, threads over (e, j):
+// s = the sum of the pass's partial sums, squash, v[t] (the output after
+// the last pass).
+void squash_kernel(FusedDigitCapsStages &f, size_t t) {
+    const Var e = f.e, j = f.j, b = f.b;
+    FusedPass &p = f.passes[t];
+    const bool last = t + 1 == f.passes.size();
+    Func out = last ? f.v : p.squash.v;
+    if (!last) out.compute_root();
+    out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
+    p.s.compute_at(out, b).gpu_threads(e, j);
+    p.s.update().gpu_threads(e, j);
+    for (Func q : {p.squash.max_abs, p.squash.norm2_scaled}) {
+        q.compute_at(out, b).gpu_threads(j);
+        q.update().gpu_threads(j);
+    }
+}
+
 void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
     const Var e = f.e, j = f.j, i = f.i, b = f.b;
     const size_t n = f.passes.size();
@@ -226,16 +244,7 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
         p.logit_max.compute_at(p.c, Var("bu"));
         p.exp_sum.compute_at(p.c, Var("bu"));
 
-        // --- squash kernel: one block per batch element.
-        Func out = t + 1 < n ? p.squash.v : f.v;
-        if (t + 1 < n) out.compute_root();
-        out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
-        p.s.compute_at(out, b).gpu_threads(e, j);
-        p.s.update().gpu_threads(e, j);
-        for (Func q : {p.squash.max_abs, p.squash.norm2_scaled}) {
-            q.compute_at(out, b).gpu_threads(j);
-            q.update().gpu_threads(j);
-        }
+        squash_kernel(f, t);
     }
 }
 
@@ -272,9 +281,9 @@ Func e_row(Func staged, Func user, const LoopLevel &level) {
 // than its compute). W_in clamps the capsule index, so the fixed extent is
 // safe at the last chunk. Stored e innermost: a k's 16 e values are four
 // 16-byte rows.
-void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, int capsules) {
+void stage_W(Func W_tile, const LoopLevel &level, int capsules) {
     std::vector<Var> a = W_tile.args();  // (k, e, j, i)
-    Var ke("W_ke"), keo("W_keo");
+    Var ke("W_ke"), keo("W_keo"), thread_x("W_x");
     W_tile.compute_at(level)
         .store_in(MemoryType::GPUShared)
         .bound_extent(a[3], capsules)
@@ -285,6 +294,31 @@ void stage_W(Func W_tile, const LoopLevel &level, const Var &thread_x, int capsu
         .unroll(keo)
         .unroll(a[3])
         .gpu_threads(thread_x, a[2]);
+}
+
+// u of a block's capsules and batch elements in shared memory, then a
+// thread's row of 8 of it in registers at `row_level`. Rows stored batch
+// element by batch element: the warp's threads read consecutive rows (no
+// bank conflicts). Copied without a fused index: Halide's bounds of a fused
+// loop's coordinates are loose, and so were u's checked bounds.
+void stage_u(Func u_tile, Func user, const LoopLevel &level, const LoopLevel &row_level) {
+    std::vector<Var> a = u_tile.args();  // (k, i, b)
+    u_tile.compute_at(level)
+        .store_in(MemoryType::GPUShared)
+        .reorder_storage(a[0], a[2], a[1])
+        .reorder(a[0], a[2], a[1])
+        .unroll(a[0])
+        .gpu_threads(a[2], a[1]);
+    k_row(u_tile, user, row_level);
+}
+
+// A capsule's 16 u_hat values of one (b, j) in registers at `level`, k
+// outermost: 16 independent FMA chains, W read as four 16-byte rows a k
+// from `W_tile`.
+void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const LoopLevel &level) {
+    u_hat.compute_at(level).store_in(MemoryType::Register).bound_extent(f.e, 16).unroll(f.e);
+    u_hat.update().reorder(f.e, f.rk.x).unroll(f.e).unroll(f.rk.x);
+    e_row(W_tile, u_hat, LoopLevel(u_hat, f.rk.x));
 }
 
 // fused_split: per routing iteration, the pass as up to four kernels, each
@@ -363,8 +397,7 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
                 .gpu_blocks(io, bo);
             p.logits.specialize(capsnet_shape && logits_bytes <= kDefaultSharedBytes);
             p.logits.specialize_fail(refusal);
-            // u_hat of the thread's (b, j) and capsule, all 16 e at once (16
-            // registers, k outermost: 16 independent FMA chains), serves
+            // u_hat of the thread's (b, j) and capsule (u_hat_all_e) serves
             // every agreement.
             Func u_hat = p.u_hat.clone_in(p.agreement);
             for (size_t s = 0; s < p.agreement.size(); s++) {
@@ -381,26 +414,10 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
                     .bound_extent(va[2], 1)
                     .unroll(va[0]);
             }
-            u_hat.compute_at(p.logits, ii).store_in(MemoryType::Register).bound_extent(e, 16).unroll(e);
-            u_hat.update().reorder(e, f.rk.x).unroll(e).unroll(f.rk.x);
-            Func u_tile = f.u.in(u_hat);
-            {
-                // Rows of 8 stored batch element by batch element: the
-                // warp's threads read consecutive rows (no bank conflicts).
-                // Copied without a fused index: Halide's bounds of a fused
-                // loop's coordinates are loose, and so were u's checked bounds.
-                std::vector<Var> a = u_tile.args();  // (k, i, b)
-                u_tile.compute_at(p.logits, io)
-                    .store_in(MemoryType::GPUShared)
-                    .reorder_storage(a[0], a[2], a[1])
-                    .reorder(a[0], a[2], a[1])
-                    .unroll(a[0])
-                    .gpu_threads(a[2], a[1]);
-            }
-            k_row(u_tile, u_hat, LoopLevel(p.logits, ii));
             Func W_tile = f.W.in(u_hat);
-            stage_W(W_tile, LoopLevel(p.logits, io), Var("lg_W_x"), tile.logits_i_tile);
-            e_row(W_tile, u_hat, LoopLevel(u_hat, f.rk.x));
+            stage_W(W_tile, LoopLevel(p.logits, io), tile.logits_i_tile);
+            u_hat_all_e(u_hat, W_tile, f, LoopLevel(p.logits, ii));
+            stage_u(f.u.in(u_hat), u_hat, LoopLevel(p.logits, io), LoopLevel(p.logits, ii));
         }
 
         // --- partial sums of s over chunks of input capsules.
@@ -426,24 +443,10 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
             .bound_extent(pa[3], 1)
             .unroll(pa[0]);
         part.update().reorder(pa[0], rii).unroll(pa[0]);
-        // u_hat of the capsule, all 16 e at once, k outermost (as in the
-        // logits kernel).
-        p.u_hat.compute_at(part, rii).store_in(MemoryType::Register).bound_extent(e, 16).unroll(e);
-        p.u_hat.update().reorder(e, f.rk.x).unroll(e).unroll(f.rk.x);
         Func W_tile = f.W.in(p.u_hat);
-        stage_W(W_tile, LoopLevel(part_out, bx), Var("W_x"), tile.in_chunk);
-        e_row(W_tile, p.u_hat, LoopLevel(p.u_hat, f.rk.x));
-        {
-            Func u_tile = f.u.in(p.u_hat);
-            std::vector<Var> a = u_tile.args();  // (k, i, b)
-            u_tile.compute_at(part_out, bx)
-                .store_in(MemoryType::GPUShared)
-                .reorder_storage(a[0], a[2], a[1])
-                .reorder(a[0], a[2], a[1])
-                .unroll(a[0])
-                .gpu_threads(a[2], a[1]);
-            k_row(u_tile, p.u_hat, LoopLevel(part, rii));
-        }
+        stage_W(W_tile, LoopLevel(part_out, bx), tile.in_chunk);
+        u_hat_all_e(p.u_hat, W_tile, f, LoopLevel(part, rii));
+        stage_u(f.u.in(p.u_hat), p.u_hat, LoopLevel(part_out, bx), LoopLevel(part, rii));
         {
             // c of the block's capsules and batch elements (J x in_chunk x
             // 32 floats), batch innermost, computed while staging: a thread
@@ -475,15 +478,8 @@ void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
         Func groups = p.s.update().split(rio, so, si, tile.partial_groups, TailStrategy::GuardWithIf).rfactor(si, group);
         groups.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
         groups.update().reorder(so, e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
-        Func out = t + 1 < n ? p.squash.v : f.v;
-        if (t + 1 < n) out.compute_root();
-        out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
-        p.s.compute_at(out, b).gpu_threads(e, j);
-        p.s.update().unroll(si).gpu_threads(e, j);
-        for (Func q : {p.squash.max_abs, p.squash.norm2_scaled}) {
-            q.compute_at(out, b).gpu_threads(j);
-            q.update().gpu_threads(j);
-        }
+        squash_kernel(f, t);
+        p.s.update().unroll(si);
     }
 }
 
