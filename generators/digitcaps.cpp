@@ -204,15 +204,58 @@ void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
     g.grad_b0 = sum_over("grad_b0_value", {j, i}, g.rb, g.iterations[0].grad_logits(j, i, g.rb));
 }
 
-// The prediction's two gradients of grad_u_hat (DESIGN.md §1.1).
-void define_prediction_backward(halcaps::RoutingBackwardStages &g, Expr out_dim, Expr out_caps) {
+// The backward's reads of u and W, shaped for the capsule prediction's tuned
+// GPU schedules (schedule tiled_predict), which compute whole register tiles
+// and leave a tile's points past an edge unstored:
+//  - an index such a tile really runs past (k past in_dim in tiles of 8, b
+//    past the batch in batch tiles) is clamped: the same values in range;
+//  - an index only bounds inference overestimates (W's e and j, taken by the
+//    forward tile from a fused (e, j) index whose guarded tail it cannot
+//    see) is promised in range: every read the algorithm makes is (checked
+//    by the odd-size tests under compute-sanitizer memcheck).
+// The clamps' bounds are the extents of the RDoms that walk those indices,
+// so the simplifier can drop them inside the sums; the other schedules
+// (stage_per_kernel, tiled_stages, cpu) read u and W only in range and pay
+// for no other clamp here.
+Expr in_range(const Expr &x, const Expr &extent) { return unsafe_promise_clamped(x, 0, extent - 1); }
+
+template <typename Input>
+Func prediction_u(Input &u) {
+    Var k("k"), i("i"), b("b");
+    Func f("u_in");
+    f(k, i, b) = u(clamp(k, 0, u.dim(0).extent() - 1), i, clamp(b, 0, u.dim(2).extent() - 1));
+    return f;
+}
+
+template <typename Input>
+Func prediction_W(Input &W, Expr in_dim) {
+    Var k("k"), e("e"), j("j"), i("i");
+    Func f("W_in");
+    f(k, e, j, i) = W(clamp(k, 0, in_dim - 1), in_range(e, W.dim(1).extent()), in_range(j, W.dim(2).extent()), i);
+    return f;
+}
+
+// The prediction's two gradients of grad_u_hat (DESIGN.md §1.1). They read
+// it through indices clamped to its extents (as the prediction's gradient
+// generators read g), so that the prediction's tiled gradient schedules may
+// run tiles past its edges. With e and j only promised in range, and i not
+// clamped, grad_u_hat's computed region was no longer exact and its
+// tiled_predict kernel took 279 us instead of 114 (ncu, H200); with these
+// clamps stage_per_kernel's gradient kernels pay for them (MNIST b128: 3964
+// against 2466 us for its whole backward, bench/results/
+// nvidia-h200-tiled-predict/).
+void define_prediction_backward(halcaps::RoutingBackwardStages &g, Expr out_dim, Expr out_caps, Expr in_caps,
+                                Expr batch) {
     halcaps::RoutingStages &r = g.forward;
     g.k = Var("k");
     g.r_ej = RDom(0, out_dim, 0, out_caps, "r_ej");
+    g.grad_u_hat_in = Func("grad_u_hat_in");
+    g.grad_u_hat_in(r.e, r.j, r.i, r.b) = g.grad_u_hat(clamp(r.e, 0, out_dim - 1), clamp(r.j, 0, out_caps - 1),
+                                                       clamp(r.i, 0, in_caps - 1), clamp(r.b, 0, batch - 1));
     g.grad_u = sum_over("grad_u_value", {g.k, r.i, r.b}, g.r_ej,
-                        g.grad_u_hat(g.r_ej.x, g.r_ej.y, r.i, r.b) * r.W(g.k, g.r_ej.x, g.r_ej.y, r.i));
+                        g.grad_u_hat_in(g.r_ej.x, g.r_ej.y, r.i, r.b) * r.W(g.k, g.r_ej.x, g.r_ej.y, r.i));
     g.grad_W = sum_over("grad_W_value", {g.k, r.e, r.j, r.i}, g.rb,
-                        g.grad_u_hat(r.e, r.j, r.i, g.rb) * r.u(g.k, r.i, g.rb));
+                        g.grad_u_hat_in(r.e, r.j, r.i, g.rb) * r.u(g.k, r.i, g.rb));
 }
 
 // A Func that reads an input buffer: the autodiff needs Funcs to attach
@@ -466,12 +509,12 @@ public:
         halcaps::RoutingBackwardStages g;
         halcaps::RoutingStages &r = g.forward;
         set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
-        define_prediction(r, wrap("u_in", u), wrap("W_in", W), u.dim(0).extent());
+        define_prediction(r, prediction_u(u), prediction_W(W, u.dim(0).extent()), u.dim(0).extent());
         r.b0 = wrap("b0_in", b0);
         define_routing(r, iterations);
         g.grad_v = wrap("grad_v_in", grad_v);
         define_routing_backward(g, u.dim(2).extent());
-        define_prediction_backward(g, W.dim(1).extent(), W.dim(2).extent());
+        define_prediction_backward(g, W.dim(1).extent(), W.dim(2).extent(), W.dim(3).extent(), u.dim(2).extent());
         grad_u(g.k, r.i, r.b) = g.grad_u(g.k, r.i, r.b);
         grad_W(g.k, r.e, r.j, r.i) = g.grad_W(g.k, r.e, r.j, r.i);
         grad_b0(r.j, r.i) = g.grad_b0(r.j, r.i);

@@ -74,6 +74,7 @@ struct RoutingBackwardStages {
     Halide::Func grad_b0;                         // output (j, i): init + update over rb
     Halide::RDom rb;                              // over batch
     // DigitCaps only: the prediction's gradients of grad_u_hat.
+    Halide::Func grad_u_hat_in;                   // (e, j, i, b): grad_u_hat through clamped indices
     Halide::Func grad_u;                          // output (k, i, b): init + update over r_ej
     Halide::Func grad_W;                          // output (k, e, j, i): init + update over rb
     Halide::Var k;

@@ -9,7 +9,10 @@
 // 46 KB per batch element per iteration; s and v are 640 bytes.
 #include "digitcaps_schedules.h"
 
+#include <set>
+
 #include "autoschedule.h"
+#include "capsule_prediction_schedules.h"
 #include "common.h"
 
 namespace halcaps {
@@ -23,6 +26,8 @@ const std::vector<std::string> kCpuSchedules = {"cpu", "stage_per_op"};
 const std::vector<std::string> kNoGpuSchedules = {};
 const std::vector<std::string> kGpuSchedules = {"stage_per_kernel"};
 const std::vector<std::string> kGpuBackwardSchedules = {"stage_per_kernel", "tiled_stages"};
+// tiled_predict needs the prediction stages, which only the layer has.
+const std::vector<std::string> kGpuLayerBackwardSchedules = {"stage_per_kernel", "tiled_stages", "tiled_predict"};
 
 // Every stage of the forward pipeline, in order.
 std::vector<Func> forward_stages(const RoutingStages &r) {
@@ -240,7 +245,10 @@ void backward_cpu(const Target &target, RoutingBackwardStages &g, bool digitcaps
 // digitcaps_backward --shapes mnist_b128,mnist_b512 --repeats 30 --seed 41`:
 // DigitCaps backward b128 2457 us (248 MB of device memory), b512 6894 us
 // (992 MB): 2.9x the fused forward (839 us), but the forward is itself
-// far from its goal.
+// far from its goal. Since grad_u and grad_W read grad_u_hat through
+// clamped indices (for tiled_predict), its gradient kernels pay for the
+// clamps: b128 3964 us, b512 8247 us (2026-11-21, H200, seed 93,
+// bench/results/nvidia-h200-tiled-predict/).
 void backward_stage_per_kernel(RoutingBackwardStages &g, bool digitcaps) {
     visit_backward_stages(g, digitcaps, [](Func f, bool) { compute_root_gpu(f); });
     for (Func f : g.outputs) compute_root_gpu(f);
@@ -303,16 +311,105 @@ void compute_root_tiled_chunked(Func f, RVar over) {
 // <= 3x is not met. ncu: the four u_hat-sized stages (u_hat, grad_u_hat,
 // grad_u, grad_W) now take about the same time each, then the agreements
 // and grad_c (one thread per (j, i, b) summing over e).
+// One stage as tiled_stages computes it: a sum over in_caps chunked, any
+// other stage one kernel.
+void tiled_stage(Func f, bool in_caps_sum, RVar in_caps) {
+    if (in_caps_sum) {
+        compute_root_tiled_chunked(f, in_caps);
+    } else {
+        compute_root_tiled(f);
+    }
+}
+
 void backward_tiled_stages(RoutingBackwardStages &g, bool digitcaps) {
     const RVar in_caps = g.forward.ri.x;
-    visit_backward_stages(g, digitcaps, [&](Func f, bool in_caps_sum) {
-        if (in_caps_sum) {
-            compute_root_tiled_chunked(f, in_caps);
-        } else {
-            compute_root_tiled(f);
-        }
-    });
+    visit_backward_stages(g, digitcaps, [&](Func f, bool in_caps_sum) { tiled_stage(f, in_caps_sum, in_caps); });
     for (Func f : g.outputs) root_tiled(f);
+}
+
+// A pure Func over (e, j, i, b), u_hat's shape, computed whole: threads over
+// 256 consecutive points of the fused (e, j, i) index, contiguous in memory
+// (a warp writes 128 contiguous bytes), each thread walking `batch_tile`
+// batch elements (unrolled: independent loads in flight); blocks over the
+// rest. root_tiled's 16 x 16 (e, j) tiles instead run a block of 160 live
+// threads per (i, b), and at J = 10 leave 6 of 16 rows idle.
+void root_rows(Func f, int batch_tile) {
+    const std::vector<Var> a = f.args();  // (e, j, i, b)
+    Var ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
+    f.compute_root()
+        .fuse(a[0], a[1], ej)
+        .fuse(ej, a[2], eji)
+        .split(eji, rows_o, rows_t, 256, TailStrategy::GuardWithIf)
+        .split(a[3], bo, bi, batch_tile, TailStrategy::GuardWithIf)
+        .reorder(bi, rows_t, rows_o, bo)
+        .gpu_threads(rows_t)
+        .gpu_blocks(rows_o, bo)
+        .unroll(bi);
+}
+// tiled_predict: tiled_stages, except for the four stages of u_hat's size
+// that ncu showed taking most of its time (about 250-300 us each at MNIST
+// b128: bench/results/nvidia-h200-fused-split/ncu_backward_tiled.txt):
+//  - u_hat = W u: the capsule prediction's `tuned` forward schedule;
+//  - grad_u and grad_W: the prediction's `tuned` gradient schedules, on
+//    grad_u_hat read through grad_u_hat_in (generators/digitcaps.cpp);
+//  - grad_u_hat, a pure Func of small stages: root_rows.
+// Predicted from the prediction operators' own times (H200: forward 49 us,
+// both gradients 153 us) and a 94 MB write: about 1685 - 800 = 900 us.
+// Measured 2026-11-21 on an NVIDIA H200, `halcaps bench --device cuda --op
+// digitcaps_backward --shapes mnist_b128,mnist_b512 --repeats 30 --seed 93`
+// (bench/results/nvidia-h200-tiled-predict/): b128 1144.7 us against
+// tiled_stages' 1782.0 (1.56x), b512 3970.0 against 6428.0 (1.62x); 2.63x and
+// 2.73x the fused_split forward (435.1 and 1452.1 us, same session). Less
+// than predicted: under ncu u_hat now takes 62 us, grad_u 124, grad_W 99 and
+// grad_u_hat 114 (a 94 MB write, 830 GB/s), and the agreements and grad_c
+// (5 x 97 us, a thread per (j, i, b) reading its own u_hat row) lead.
+// Tried the same day: the agreements and grad_c with the sum over e split
+// across 16 lanes of a warp and added by shuffles (rfactor + gpu_lanes),
+// 148 us each against 97 (16 dependent shuffles a point, 8 points a block in
+// series); grad_u_hat with e vectorized by 4, which Halide emitted as scalar
+// stores in 4 guarded copies (not run).
+void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
+    RoutingStages &r = g.forward;
+    const Func grad_u = g.outputs[0], grad_W = g.outputs[1];
+
+    PredictStages forward;
+    forward.u_in = r.u.in(r.u_hat);  // staged by the schedule for u_hat alone
+    forward.W_in = r.W;
+    forward.accum = r.u_hat;
+    forward.u_hat = r.u_hat.in();
+    forward.u_hat.compute_root();
+    forward.e = r.e, forward.j = r.j, forward.i = r.i, forward.b = r.b;
+    forward.rk = r.rk;
+    schedule_predict("tuned", target, forward);
+
+    PredictGradInputStages grad_input;
+    grad_input.g_in = g.grad_u_hat_in;
+    grad_input.W_in = r.W;
+    grad_input.accum = g.grad_u;
+    grad_input.grad_u = grad_u;
+    grad_input.k = g.k, grad_input.i = r.i, grad_input.b = r.b;
+    grad_input.r_ej = g.r_ej;
+    schedule_predict_grad_input("tuned", target, grad_input);
+
+    PredictGradWeightStages grad_weight;
+    grad_weight.g_in = g.grad_u_hat_in;
+    grad_weight.u_in = r.u;
+    grad_weight.accum = g.grad_W;
+    grad_weight.grad_W = grad_W;
+    grad_weight.k = g.k, grad_weight.e = r.e, grad_weight.j = r.j, grad_weight.i = r.i;
+    grad_weight.rb = g.rb;
+    schedule_predict_grad_weight("tuned", target, grad_weight);
+
+    root_rows(g.grad_u_hat, 8);
+
+    // Every other stage as tiled_stages computes it.
+    const std::set<std::string> scheduled = {r.u_hat.name(), g.grad_u_hat.name(), g.grad_u.name(),
+                                             g.grad_W.name()};
+    const RVar in_caps = r.ri.x;
+    visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {
+        if (!scheduled.count(f.name())) tiled_stage(f, in_caps_sum, in_caps);
+    });
+    root_tiled(g.outputs[2]);  // grad_b0
 }
 
 }  // namespace
@@ -352,8 +449,9 @@ void schedule_routing_backward(const std::string &name, const Target &target, Ro
 }
 
 void schedule_digitcaps_backward(const std::string &name, const Target &target, RoutingBackwardStages &g) {
-    check_schedule("digitcaps_backward", name, target, {"cpu"}, kGpuBackwardSchedules);
+    check_schedule("digitcaps_backward", name, target, {"cpu"}, kGpuLayerBackwardSchedules);
     if (target.has_gpu_feature()) {
+        if (name == "tiled_predict") return backward_tiled_predict(target, g);
         return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
     }
     backward_cpu(target, g, true);

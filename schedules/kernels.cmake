@@ -73,6 +73,10 @@ endforeach ()
 # sums over in_caps chunked (schedules/digitcaps_schedules.cpp).
 halcaps_add_kernel(routing_backward             tiled_stages      cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_backward           tiled_stages      cuda ITERATIONS 3)
+# tiled_predict: tiled_stages with the capsule prediction's tuned schedules for
+# u_hat, grad_u and grad_W (the layer only); the layer backward's CUDA default
+# at 3 iterations (H200, MNIST b128: 1144.7 us, tiled_stages 1782.0).
+halcaps_add_kernel(digitcaps_backward           tiled_predict     cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
 # fixed (generators/digitcaps.cpp, above the autodiff generators). Built with

@@ -139,8 +139,8 @@ private:
 //   digitcaps           fused_split (435.1 us; 3 iterations, and only CapsNet's
 //                       shapes: digitcaps() falls back when it refuses one),
 //                       else fused (829.1 us; stage_per_kernel 1183 us)
-//   digitcaps_backward  tiled_stages (1685.2 us; 3 iterations), else
-//                       stage_per_kernel (2461.6 us)
+//   digitcaps_backward  tiled_predict (3 iterations; tiled_stages
+//                       1737.3 us), else stage_per_kernel (2465.7 us)
 //   route               stage_per_kernel (745 us against 1391 us for routing_fused)
 //   route_backward      stage_per_kernel (its tiled_stages is checked, not timed yet)
 struct CudaDefault {
@@ -149,7 +149,7 @@ struct CudaDefault {
 };
 CudaDefault cuda_default(const std::string &op) {
     if (op == "digitcaps") return {"fused_split", "fused"};
-    if (op == "digitcaps_backward") return {"tiled_stages", "stage_per_kernel"};
+    if (op == "digitcaps_backward") return {"tiled_predict", "stage_per_kernel"};
     return {nullptr, "stage_per_kernel"};
 }
 
