@@ -139,8 +139,8 @@ private:
 //   digitcaps           fused_split (435.1 us; 3 iterations, and only CapsNet's
 //                       shapes: digitcaps() falls back when it refuses one),
 //                       else fused (829.1 us; stage_per_kernel 1183 us)
-//   digitcaps_backward  tiled_predict (3 iterations; tiled_stages
-//                       1737.3 us), else stage_per_kernel (2465.7 us)
+//   digitcaps_backward  tiled_predict (1144.7 us; 3 iterations; tiled_stages
+//                       1782.0 us), else stage_per_kernel (3964.3 us)
 //   route               stage_per_kernel (745 us against 1391 us for routing_fused)
 //   route_backward      stage_per_kernel (its tiled_stages is checked, not timed yet)
 struct CudaDefault {
