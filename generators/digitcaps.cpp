@@ -239,11 +239,11 @@ Func prediction_W(Input &W, Expr in_dim) {
 // it through indices clamped to its extents (as the prediction's gradient
 // generators read g), so that the prediction's tiled gradient schedules may
 // run tiles past its edges. With e and j only promised in range, and i not
-// clamped, grad_u_hat's computed region was no longer exact and its
-// tiled_predict kernel took 279 us instead of 114 (ncu, H200); with these
-// clamps stage_per_kernel's gradient kernels pay for them (MNIST b128: 3964
-// against 2466 us for its whole backward, bench/results/
-// nvidia-h200-tiled-predict/).
+// clamped, Halide generated a different grad_u_hat kernel for tiled_predict
+// (a third guarded copy of its body) that took 279 us instead of 114 (ncu,
+// H200; the cause was not pinned down); with these clamps stage_per_kernel's
+// gradient kernels pay for them (MNIST b128: 3964 against 2466 us for its
+// whole backward, bench/results/nvidia-h200-tiled-predict/).
 void define_prediction_backward(halcaps::RoutingBackwardStages &g, Expr out_dim, Expr out_caps, Expr in_caps,
                                 Expr batch) {
     halcaps::RoutingStages &r = g.forward;
