@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -17,9 +18,14 @@
 namespace halcaps::testing {
 
 // Fresh inputs on every run (DESIGN.md §2): one generator per process, seeded
-// from std::random_device; the seed is printed with every failure.
+// from std::random_device; the seed is printed with every failure. To replay
+// a failure, run the same test binary with the same filter and
+// HALCAPS_TEST_SEED set to the printed seed.
 inline uint64_t seed() {
-    static const uint64_t value = std::random_device{}();
+    static const uint64_t value = [] {
+        const char *given = std::getenv("HALCAPS_TEST_SEED");
+        return given != nullptr ? uint64_t{std::strtoull(given, nullptr, 10)} : uint64_t{std::random_device{}()};
+    }();
     return value;
 }
 
