@@ -20,7 +20,7 @@ using schedule_util::one_thread_per_output;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged", "tuned_k8"};
+const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged", "tuned_k8", "batch_vectors"};
 const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned"};
 
 // ---------------------------------------------------------------- forward --
@@ -91,6 +91,7 @@ struct PredictGpuTiling {
     int i_threads = 4;     // threads along input capsules (y)
     int batch_tile = 16;   // batch elements per thread, one register accumulator each
     bool stage_u = false;  // copy the block's tile of u to shared memory first
+    int batch_vector = 1;  // accumulators, and reads of the staged u, as vectors of this many batch elements
 };
 
 // A thread owns one (e, j, i) output row across `batch_tile` batch elements,
@@ -118,9 +119,14 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
         .bound_extent(s.e, 1)
         .bound_extent(s.j, 1)
         .bound_extent(s.i, 1)
-        .bound_extent(s.b, t.batch_tile)
-        .unroll(s.b);
-    s.accum.update().reorder(s.b, s.rk).unroll(s.b);
+        .bound_extent(s.b, t.batch_tile);
+    s.accum.update().reorder(s.b, s.rk);
+    if (t.batch_vector > 1) {
+        s.accum.vectorize(s.b, t.batch_vector);
+        s.accum.update().vectorize(s.b, t.batch_vector);
+    }
+    s.accum.unroll(s.b);
+    s.accum.update().unroll(s.b);
 
     if (t.stage_u) {
         // The block's u tile (K x i_threads x batch_tile floats) is copied to
@@ -138,6 +144,11 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
             .split(flat, flat_o, flat_i, t.ej_threads * t.i_threads, TailStrategy::GuardWithIf)
             .split(flat_i, ty, tx, t.ej_threads)
             .gpu_threads(tx, ty);
+        // Vector reads of the tile need its batch offset provably a multiple
+        // of the vector: the tile's region starts at a multiple of the batch
+        // tile (bounds inference over the fused copy loop cannot show it,
+        // and Halide then reads 4 scalars and packs them).
+        if (t.batch_vector > 1) s.u_in.align_bounds(a[2], t.batch_tile);
     }
 }
 
@@ -150,6 +161,37 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
 // b128 51.9 us (47.7% of the copy bandwidth over the bytes floor; 4.8x the
 // blog's kernel), b512 181.6 us (5.2x), wide b32 150.1 us (7.4x).
 void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); }
+
+// batch_vectors: `tuned`'s thread (one (e, j) of one capsule, 32 batch
+// accumulators) with the accumulators as 4-wide vectors over the batch, so
+// that u, staged batch innermost, is read as one 16-byte shared load (the
+// same address across the warp: a broadcast) per k and 4 batch elements
+// instead of one scalar load per k and batch element; blocks of 160 threads
+// over the whole (e, j) row of a capsule (5 warps share one staged u tile and
+// write 640 contiguous bytes per batch element); k in tiles of 8, unrolled,
+// with K == 8 specialised, so that a tile's W loads are issued together.
+// Predicted: MNIST b128 from tuned's 49 us toward 35-40 us (ncu showed
+// tuned's L1 93% busy, mostly with its scalar u loads). Measured 2026-11-21
+// on an NVIDIA H200 (bench/results/nvidia-h200-batch-vectors/, device time,
+// `halcaps bench --device cuda --op predict --repeats 30 --seed 151`): MNIST
+// b128 47.5 us (tuned 48.9), b512 176.4 (182.4), wide b32 107.1 (tuned
+// 148.0, tuned_k8 109.8): the fastest Halide forward on all three, by 3% at
+// MNIST (the hand-written cuda_tuned: 34.7 / 127.5 / 65.0). The prediction
+// missed: under ncu (base clocks) the L1 fell from 93% to 64% busy and the
+// kernel from 61.5 to 50.6 us, but at full clocks the time barely moved
+// (52% of the copy bandwidth); what bounds it there is not pinned down.
+// On the way (same protocol): blocks of one warp (`tuned`'s shape) with
+// vector reads only, 50.0 / 181.0 / 117.3 us (MNIST b128 62.4 before the
+// tile's region was aligned: 4 scalar loads packed into each vector); 16
+// batch elements a thread, 61.7 / 226.1 / 168.9; one warp with the k tiles,
+// 48.5 / 177.4 / 118.5; blocks of 64 threads, 55.6 / 201.9 / 119.4.
+void predict_batch_vectors(PredictStages &s) {
+    predict_gpu_tiled(s, {160, 1, 32, true, 4});
+    const Expr K = s.rk.x.extent();
+    RVar rko("rko"), rki("rki");
+    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).unroll(rki);
+    s.accum.update().specialize(K == 8);
+}
 
 // tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
 // batch element, as the hand-written forward does: a thread reads its 8 W
@@ -499,6 +541,7 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
     if (name == "naive") predict_naive(s);
     if (name == "tuned") predict_tuned(s);
     if (name == "tuned_k8") predict_tuned_k8(s);
+    if (name == "batch_vectors") predict_batch_vectors(s);
     if (name == "staged") predict_staged(s);
     if (name == "registers") predict_registers(s);
 }

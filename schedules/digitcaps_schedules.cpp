@@ -367,7 +367,10 @@ void root_rows(Func f, int batch_tile) {
 // across 16 lanes of a warp and added by shuffles (rfactor + gpu_lanes),
 // 148 us each against 97 (16 dependent shuffles a point, 8 points a block in
 // series); grad_u_hat with e vectorized by 4, which Halide emitted as scalar
-// stores in 4 guarded copies (not run).
+// stores in 4 guarded copies (not run). Later, u_hat by the prediction's
+// batch-vector schedule (one warp a block, k tiles; bench/results/
+// nvidia-h200-batch-vectors/try3): b128 1139.2 us against 1142.7, b512
+// 3964.7 against 3973.0 in the same run, within noise, so u_hat keeps `tuned`.
 void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
     RoutingStages &r = g.forward;
     const Func grad_u = g.outputs[0], grad_W = g.outputs[1];

@@ -9,6 +9,7 @@ halcaps_add_kernel(capsule_predict              tuned     cuda)
 halcaps_add_kernel(capsule_predict              registers cuda)
 halcaps_add_kernel(capsule_predict              staged    cuda)
 halcaps_add_kernel(capsule_predict              tuned_k8  cuda)
+halcaps_add_kernel(capsule_predict              batch_vectors cuda)
 # The best point of `halcaps explore` over schedules/spaces/capsule_predict_cpu.space,
 # pasted from its best.txt (2026-11-21, MNIST b128, 2-core AMD EPYC with
 # AVX-512: 7.64 ms against 7.99 ms for tile_i=16, i.e. `cpu`, within noise).

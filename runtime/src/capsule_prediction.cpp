@@ -32,13 +32,11 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     if (Status s = check_device_ready(op, device); !s.ok()) return s;
 
     std::string implementation = chosen_implementation(options, device);
-    // On CUDA the default is `tuned` up to in_dim 8 and `tuned_k8` beyond:
-    // measured on an H200 (2026-11-21, device time), MNIST (K = 8) b128
-    // 48.9 against 54.1 us, b512 181.8 against 193.0; wide b32 (K = 16) 148.2
-    // against 109.7 (schedules/capsule_prediction_schedules.cpp).
-    if (options.implementation.empty() && device == Device::cuda && checks.extent("in_dim") > 8) {
-        implementation = "tuned_k8";
-    }
+    // On CUDA the forward's default is `batch_vectors`, the fastest Halide
+    // forward measured on an H200 (2026-11-21, device time, seed 151): MNIST
+    // b128 47.5 us (tuned 48.9), b512 176.4 (182.4), wide b32 (K = 16) 107.1
+    // (tuned_k8 109.8, tuned 148.0). The gradients keep `tuned`.
+    if (options.implementation.empty() && device == Device::cuda) implementation = "batch_vectors";
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_predict(implementation, u, W, u_hat, options);
     }

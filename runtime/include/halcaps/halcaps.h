@@ -165,8 +165,8 @@ struct ImplementationInfo {
 };
 std::vector<ImplementationInfo> list_implementations();
 // The prediction's default on `device` ("tuned" on CUDA, "cpu" on the CPU).
-// Some operators pick per shape beyond it: predict on CUDA takes "tuned_k8"
-// when in_dim > 8; routing, the DigitCaps layer and the capsule convolution
+// Some operators pick their own: predict's forward on CUDA runs
+// "batch_vectors"; routing, the DigitCaps layer and the capsule convolution
 // have their own defaults (README).
 std::string default_implementation(Device device);
 
