@@ -348,10 +348,12 @@ public:
 // (FusedDigitCapsStages in digitcaps_stages.h): the same math as DigitCaps,
 // but no Func is shared between passes except v[t], so a schedule can
 // recompute u_hat inside each pass instead of storing its B·I·J·E floats
-// (94 MB at MNIST b128). Pass t computes t agreements from one u_hat
-// instead of reading a stored logits tensor: r passes cost r predictions
-// plus r(r-1)/2 agreements (each 1/K of a prediction), against the 2r-1
-// predictions of recomputing u_hat for every use in DigitCaps.
+// (94 MB at MNIST b128). Pass t > 0 computes its logits from one u_hat
+// instead of reading a stored logits tensor: since every earlier iteration
+// added u_hat . v[s] to the logits, they are b0 + u_hat . (v[0] + ... +
+// v[t-1]), one agreement a pass. r passes cost r predictions plus r - 1
+// agreements (each 1/K of a prediction), against the 2r-1 predictions of
+// recomputing u_hat for every use in DigitCaps.
 void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
     Var e = f.e, j = f.j, i = f.i, b = f.b;
     for (int t = 0; t < iterations; t++) {
@@ -364,11 +366,13 @@ void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
             p.u_hat = sum_over(n + "u_hat", {e, j, i, b}, f.rk, f.W(f.rk, e, j, i) * f.u(f.rk, i, b));
         }
         Expr logits = f.b0(j, i);
-        for (int s = 0; s < t; s++) {
-            const Func &v_s = f.passes[s].squash.v;
-            p.agreement.push_back(sum_over(n + "agreement" + std::to_string(s), {j, i, b}, f.re,
-                                           p.u_hat(f.re, j, i, b) * v_s(f.re, j, b)));
-            logits = logits + p.agreement.back()(j, i, b);
+        if (t > 0) {
+            Expr v_sum = f.passes[0].squash.v(e, j, b);
+            for (int s = 1; s < t; s++) v_sum = v_sum + f.passes[s].squash.v(e, j, b);
+            p.v_sum = Func(n + "v_sum");
+            p.v_sum(e, j, b) = v_sum;
+            p.agreement = sum_over(n + "agreement", {j, i, b}, f.re, p.u_hat(f.re, j, i, b) * p.v_sum(f.re, j, b));
+            logits = logits + p.agreement(j, i, b);
         }
         p.logits = Func(n + "logits");
         p.logits(j, i, b) = logits;
@@ -429,7 +433,14 @@ public:
         f.rj = RDom(0, W.dim(2).extent(), "rj");
         f.re = RDom(0, W.dim(1).extent(), "re");
         f.rk = RDom(0, u.dim(0).extent(), "rk");
-        f.u = wrap("u_in", u);
+        // u's reads clamped to its batch extent: fused_split_vectors computes
+        // a thread's whole tile of 32 batch elements past the batch's end
+        // (those are never stored), and reads u there.
+        {
+            Var k("k"), i("i"), b("b");
+            f.u = Func("u_in");
+            f.u(k, i, b) = u(k, i, clamp(b, 0, u.dim(2).extent() - 1));
+        }
         // W's reads clamped to its in_caps extent: every read the algorithm
         // makes is in range and unchanged. A schedule may compute a capsule's
         // W row before the guard of a partial chunk of the sum over i

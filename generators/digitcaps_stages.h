@@ -85,16 +85,19 @@ struct RoutingBackwardStages {
 // The fused DigitCaps layer (generator digitcaps_fused): the same math as
 // RoutingStages over a predicted u_hat, written as one pass per routing
 // iteration. Pass t has its own u_hat (W u recomputed, never shared with
-// another pass) and, from it, the agreements with every earlier iteration's
-// v, so its logits are b0 + sum_{s<t} agreement[s] (summed in the same order
-// as the recurrence logits[t] = logits[t-1] + agreement[t-1]). Nothing but
+// another pass) and, from it, one agreement with the sum of every earlier
+// iteration's v, so its logits are b0 + u_hat . (v[0] + ... + v[t-1]): the
+// recurrence logits[t] = logits[t-1] + u_hat . v[t-1] summed up front (the
+// same value; float32 rounds it differently). Nothing but
 // v[t] (B·J·E floats) links one pass to the next, so a GPU schedule can run a
 // pass as one kernel whose u_hat never leaves registers / shared memory.
 struct FusedPass {
     Halide::Func u_hat;                   // (e, j, i, b): W u for this pass; init + update over rk
                                           // (routing_fused: pure, a read of the input)
-    std::vector<Halide::Func> agreement;  // [s] for s < t: (j, i, b), sum over e of u_hat * v[s]; init + update over re
-    Halide::Func logits;                  // (j, i, b): b0 + agreement[0] + ... (pure)
+    Halide::Func v_sum;                   // (e, j, b): v[0] + ... + v[t-1] (pure); undefined for pass 0
+    Halide::Func agreement;               // (j, i, b): sum over e of u_hat * v_sum; init + update over re.
+                                          // Undefined for pass 0
+    Halide::Func logits;                  // (j, i, b): b0 (+ agreement) (pure)
     Halide::Func logit_max;               // (i, b): max over j; init + update
     Halide::Func exp_sum;                 // (i, b): sum over j of exp(logits - logit_max); init + update
     Halide::Func c;                       // (j, i, b): softmax over j

@@ -12,7 +12,7 @@
 //                 input capsule i of its chunk in turn, the block computes
 //                 u_hat[:, :, i, batch tile] (each thread its e values for the
 //                 tile's batch elements, accumulated over k in registers,
-//                 then copied to shared memory), the agreements with v[0..t-1],
+//                 then copied to shared memory), the agreement with v[0..t-1],
 //                 the softmax over j and adds c·u_hat into the block's partial
 //                 sums of s (shared memory). W is read once per batch tile,
 //                 not once per batch element. The partial sums go to a global
@@ -77,11 +77,14 @@ struct SplitGpuTiling {
     int in_chunk;        // partial-sum kernel: input capsules per block (the chunk of the sum over i)
     int logits_i_tile;   // logits kernel: input capsules per block
     int partial_groups;  // the chunks' partial sums are added in this many groups in parallel
+    bool batch_vectors;  // partial-sum kernel: a thread per (e, j) with 32 batch accumulators
+                         // (split_partials_batch_vectors) instead of a thread per (b, j)
 };
 
 const std::vector<std::pair<std::string, SplitGpuTiling>> &split_variants() {
     static const std::vector<std::pair<std::string, SplitGpuTiling>> v = {
-        {"fused_split", {6, 6, 8}},
+        {"fused_split", {6, 6, 8, false}},
+        {"fused_split_vectors", {10, 6, 8, true}},
     };
     return v;
 }
@@ -113,9 +116,9 @@ void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
             p.u_hat.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
             p.u_hat.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, j, i).vectorize(ei);
         }
-        for (Func ag : p.agreement) {
-            ag.compute_at(per_batch);
-            ag.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
+        if (p.agreement.defined()) {
+            p.agreement.compute_at(per_batch);
+            p.agreement.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
         }
         p.logit_max.compute_at(per_batch);
         p.exp_sum.compute_at(per_batch);
@@ -139,7 +142,7 @@ void per_thread_tile(Stage s, const Var &e, const Var &b, const Var &et, const V
         .unroll(ei);
 }
 
-// The (j, batch element) stages of a pass (agreements, softmax): threads over
+// The (j, batch element) stages of a pass (agreement, softmax): threads over
 // batch elements (as many as the e threads, the rest of the tile unrolled)
 // and j.
 void per_j_and_batch(Stage s, const Var &j, const Var &b, const Var &i, const FusedGpuTiling &tile,
@@ -188,13 +191,13 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
             per_thread_tile(part_out, e, b, et, ei, bx, bl, tile);
             part_out.compute_root().reorder(bl, ei, et, j, bx, io).gpu_blocks(bx, io).gpu_threads(et, j);
             // The block's shared memory (below: partial sums and u_hat,
-            // E·J floats a batch element each; the agreements and c, J
+            // E·J floats a batch element each; the agreement and c, J
             // each) grows with out_dim and out_caps. Past the launch limit
             // the pass reports halide_error_code_specialize_fail (the
             // runtime's unsupported_shape) before it launches, instead of
             // failing to launch (fused_b16 at wide_b32: 72 KB).
             const Expr E = f.re.x.extent(), J = f.rj.x.extent();
-            const Expr shared_bytes = 4 * tile.batch_tile * J * (2 * E + static_cast<int>(p.agreement.size()) + 1);
+            const Expr shared_bytes = 4 * tile.batch_tile * J * (2 * E + (p.agreement.defined() ? 1 : 0) + 1);
             part_out.specialize(shared_bytes <= kDefaultSharedBytes);
             part_out.specialize_fail("the pass kernel's partial sums and u_hat for this out_dim and out_caps need "
                                      "more than 48 KB of shared memory");
@@ -229,11 +232,11 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
                 p.u_hat.update().reorder(b, e, f.rk, j, i).unroll(e).unroll(b);
             }
         }
-        for (Func ag : p.agreement) {
+        if (p.agreement.defined()) {
             // Shared memory: every thread of the softmax reads all of j.
-            ag.compute_at(per_capsule);
-            per_j_and_batch(ag, j, b, i, tile);
-            per_j_and_batch(ag.update(), j, b, i, tile, {f.re});
+            p.agreement.compute_at(per_capsule);
+            per_j_and_batch(p.agreement, j, b, i, tile);
+            per_j_and_batch(p.agreement.update(), j, b, i, tile, {f.re});
         }
         p.c.compute_at(per_capsule);
         per_j_and_batch(p.c, j, b, i, tile);
@@ -321,7 +324,8 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
     e_row(W_tile, u_hat, LoopLevel(u_hat, f.rk.x));
 }
 
-// fused_split: per routing iteration, the pass as up to four kernels, each
+// fused_split and fused_split_vectors: per routing iteration, the pass as up
+// to four kernels, each
 // recomputing the u_hat it needs in registers, with no barrier inside any
 // loop over input capsules (`fused` has three per capsule). CapsNet's
 // shape only: in_dim 8 and out_dim 16 (u and W read as rows of 8 floats, v
@@ -332,16 +336,18 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
 // Per pass t:
 //   logits kernel   (t > 0) blocks over (32 batch elements, logits_i_tile
 //                   capsules), W's and u's tiles staged in shared memory;
-//                   each thread keeps v[0..t-1] of its (b, j) in registers
-//                   and for each capsule of the block computes its 16 u_hat
-//                   values (k outermost: 16 independent FMA chains, W read
-//                   as four 16-byte rows a k, u as two a capsule), then the
-//                   agreements; writes logits, B·I·J floats.
+//                   each thread keeps v[0] + ... + v[t-1] of its (b, j) in
+//                   registers and for each capsule of the block computes
+//                   its 16 u_hat values (k outermost: 16 independent FMA
+//                   chains, W read as four 16-byte rows a k, u as two a
+//                   capsule), then the agreement; writes logits, B·I·J floats.
 //   partial sums    blocks over (32 batch elements, in_chunk capsules): W,
 //                   u and c (the softmax over j, computed while staging)
 //                   in shared memory; each thread adds c · u_hat into 16
-//                   registers (one per e) over the chunk and writes them.
-//   group sums      the chunks' partial sums in partial_groups groups.
+//                   registers (one per e) over the chunk and writes them
+//                   (fused_split_vectors: split_partials_batch_vectors).
+//   group sums      the chunks' partial sums in partial_groups groups, one
+//                   kernel (until 2026-11-21 two: init and update).
 //   squash kernel   one block per batch element: the groups' sum, squash.
 // Device memory: the logits (B·I·J floats, 5.9 MB at MNIST b128), the
 // partial sums (B·J·E per chunk); nothing of size B·I·J·E.
@@ -370,114 +376,262 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
 // against 1458.0): the partial-sum kernel lost its exps (91.8 us a pass
 // against about 100) but the softmax kernel, a thread per (b, i) walking j,
 // took 30 us a pass.
-void split_gpu(const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
-    const Var e = f.e, j = f.j, i = f.i, b = f.b;
-    const Expr K = f.rk.x.extent(), E = f.re.x.extent();
+// The shapes a fused_split variant handles (in_dim 8, out_dim 16, and
+// every kernel's shared-memory tiles within a launch's 48 KB), and the
+// refusal of the others. Every kernel checks the same condition, so the
+// first one refuses before any device work.
+struct SplitShape {
+    Expr fits;
+    std::string refusal;
+};
+
+// fused_split's logits kernel of pass t > 0 (described above split_gpu).
+void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, const SplitShape &shape) {
+    const Var j = f.j, i = f.i, b = f.b;
+    FusedPass &p = f.passes[t];
+    Var bo("lg_bo"), bl("lg_bl"), io("lg_io"), ii("lg_ii");
+    p.logits.compute_root()
+        .split(b, bo, bl, 32, TailStrategy::GuardWithIf)
+        .split(i, io, ii, tile.logits_i_tile, TailStrategy::GuardWithIf)
+        .reorder(ii, bl, j, io, bo)
+        .gpu_threads(bl, j)
+        .gpu_blocks(io, bo);
+    p.logits.specialize(shape.fits);
+    p.logits.specialize_fail(shape.refusal);
+    // u_hat of the thread's (b, j) and capsule (u_hat_all_e) serves the
+    // agreement.
+    Func u_hat = p.u_hat.clone_in(p.agreement);
+    p.agreement.compute_at(p.logits, ii).store_in(MemoryType::Register);
+    p.agreement.update().unroll(f.re.x);
+    // v_sum of the thread's (b, j): 16 registers, computed once.
+    const std::vector<Var> va = p.v_sum.args();  // (e, j, b)
+    p.v_sum.compute_at(p.logits, bl)
+        .store_in(MemoryType::Register)
+        .bound_extent(va[0], 16)
+        .bound_extent(va[1], 1)
+        .bound_extent(va[2], 1)
+        .unroll(va[0]);
+    Func W_tile = f.W.in(u_hat);
+    stage_W(W_tile, LoopLevel(p.logits, io), tile.logits_i_tile);
+    u_hat_all_e(u_hat, W_tile, f, LoopLevel(p.logits, ii));
+    stage_u(f.u.in(u_hat), u_hat, LoopLevel(p.logits, io), LoopLevel(p.logits, ii));
+}
+
+// fused_split's partial-sum kernel (described above split_gpu): a thread
+// per (b, j), its 16 e values in registers, W staged in shared memory.
+void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
+                                  const RVar &rii, const SplitShape &shape) {
+    const Var e = f.e, j = f.j, b = f.b;
+    FusedPass &p = f.passes[t];
+    Func part_out = part.in();
+    const std::vector<Var> pa = part.args();  // (e, j, b, io)
+    Var bx("bx"), bl("bl");
+    part_out.compute_root()
+        .bound(e, 0, 16)
+        .split(b, bx, bl, 32, TailStrategy::GuardWithIf)
+        .reorder(e, bl, j, bx, pa[3])
+        .gpu_threads(bl, j)
+        .gpu_blocks(bx, pa[3]);
+    part_out.specialize(shape.fits).unroll(e);
+    part_out.specialize_fail(shape.refusal);
+    part.compute_at(part_out, bl)
+        .store_in(MemoryType::Register)
+        .bound_extent(pa[0], 16)
+        .bound_extent(pa[1], 1)
+        .bound_extent(pa[2], 1)
+        .bound_extent(pa[3], 1)
+        .unroll(pa[0]);
+    part.update().reorder(pa[0], rii).unroll(pa[0]);
+    Func W_tile = f.W.in(p.u_hat);
+    stage_W(W_tile, LoopLevel(part_out, bx), tile.in_chunk);
+    u_hat_all_e(p.u_hat, W_tile, f, LoopLevel(part, rii));
+    stage_u(f.u.in(p.u_hat), p.u_hat, LoopLevel(part_out, bx), LoopLevel(part, rii));
+    {
+        // c of the block's capsules and batch elements (J x in_chunk x
+        // 32 floats), batch innermost, computed while staging: a thread
+        // per (b, i) does the max and sum over j.
+        std::vector<Var> a = p.c.args();  // (j, i, b)
+        // Its size padded to whole 16-byte units: Halide packs the
+        // block's shared tiles one after the other, and an odd-sized c
+        // tile (batch x out_caps both odd) misaligned the next tile's
+        // 16-byte row loads (wrong results at B 9, J 5).
+        p.c.compute_at(part_out, bx)
+            .store_in(MemoryType::GPUShared)
+            .reorder_storage(a[2], a[0], a[1])
+            .align_storage(a[2], 4)
+            .reorder(a[0], a[2], a[1])
+            .gpu_threads(a[2], a[1]);
+        p.logit_max.compute_at(p.c, a[2]);
+        p.exp_sum.compute_at(p.c, a[2]);
+        // Four logits loads in flight at a time instead of one.
+        RVar jo("c_jo"), ji("c_ji");
+        p.logit_max.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+        p.exp_sum.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+        Var cjo("c_jo"), cji("c_ji");
+        p.c.split(a[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
+    }
+}
+
+// fused_split_vectors' partial-sum kernel: predict's batch_vectors thread
+// instead of a thread per (b, j). Blocks over (32 batch elements, in_chunk
+// capsules), threads over (e, j), 16 x J; a thread keeps the partial sums
+// of its (e, j) for the block's 32 batch elements in registers as 4-wide
+// vectors, and per capsule reads its own W row of 8 (global memory: the
+// lanes' rows are consecutive), then per 4 batch elements computes their
+// u_hat (8 FMAs on vectors, u read from the staged tile as 16-byte
+// broadcasts) and adds c times it (c read from its staged tile as one
+// 16-byte load). Per capsule: 8 W loads, 72 shared loads and 288 FMAs a
+// thread; a block stages 10 KB of u and 12.8 KB of c (in_chunk 10), with
+// no W in shared memory, so 6 blocks fit an SM.
+// The staging's thread loops run over (16 batch elements, in_chunk
+// capsules), so in_chunk must be 5, 10 or 20 for the block to keep its
+// 16 x J threads at J = 10. The thread's 32 batch elements are computed
+// past the batch's end (u is read clamped there) and not stored.
+// Predicted: the partial-sum kernel from about 100 us a pass toward
+// predict's batch_vectors kernel (47.5 us with its 94 MB of writes), the
+// layer from 435 us toward 250-300 us at MNIST b128.
+// Measured 2026-11-21 on an NVIDIA H200 (device time, `halcaps bench
+// --device cuda --op digitcaps --shapes mnist_b128,mnist_b512 --seed 211`;
+// bench/results/nvidia-h200-fused-split-vectors/): the layer at b128
+// 270.9 us (fused_split 432.4), b512 958.7 us (1466.8); under ncu (base
+// clocks) this kernel takes 45-54 us a pass, 64 registers, no spills.
+// in_chunk 20 (232 blocks instead of 464): 285.2 / 960.2 us against 276.2
+// / 956.9 in the same earlier run; not kept.
+void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
+                                  const RVar &rii, const SplitShape &shape) {
+    const Var e = f.e, j = f.j, b = f.b;
+    constexpr int batch_tile = 32, vector = 4, staging_batch = 16;
+    FusedPass &p = f.passes[t];
+    Func part_out = part.in();
+    const std::vector<Var> pa = part.args();  // (e, j, b, io)
+    Var bx("bx"), bl("bl");
+    part_out.compute_root()
+        .bound(e, 0, 16)
+        .split(b, bx, bl, batch_tile, TailStrategy::GuardWithIf)
+        .reorder(bl, e, j, bx, pa[3])
+        .gpu_threads(e, j)
+        .gpu_blocks(bx, pa[3]);
+    part_out.specialize(shape.fits).unroll(bl);
+    part_out.specialize_fail(shape.refusal);
+
+    Var bo("pv_bo"), bv("pv_bv");
+    part.compute_at(part_out, e)
+        .store_in(MemoryType::Register)
+        .bound_extent(pa[0], 1)
+        .bound_extent(pa[1], 1)
+        .bound_extent(pa[2], batch_tile)
+        .bound_extent(pa[3], 1)
+        .split(pa[2], bo, bv, vector)
+        .vectorize(bv)
+        .unroll(bo);
+    part.update()
+        .split(pa[2], bo, bv, vector)
+        .reorder(bv, bo, rii, pa[0], pa[1], pa[3])
+        .vectorize(bv)
+        .unroll(bo);
+
+    // u_hat of 4 batch elements, a vector, summed over k.
+    const std::vector<Var> ua = p.u_hat.args();  // (e, j, i, b)
+    p.u_hat.compute_at(LoopLevel(part, bo))
+        .store_in(MemoryType::Register)
+        .bound_extent(ua[0], 1)
+        .bound_extent(ua[1], 1)
+        .bound_extent(ua[2], 1)
+        .bound_extent(ua[3], vector)
+        .vectorize(ua[3]);
+    p.u_hat.update().reorder(ua[3], f.rk.x).vectorize(ua[3]).unroll(f.rk.x);
+
+    // The thread's W row of the capsule: 8 registers, loaded once a capsule.
+    Func W_row = f.W.in(p.u_hat);
+    const std::vector<Var> wa = W_row.args();  // (k, e, j, i)
+    W_row.compute_at(LoopLevel(part, rii))
+        .store_in(MemoryType::Register)
+        .bound_extent(wa[0], 8)
+        .bound_extent(wa[1], 1)
+        .bound_extent(wa[2], 1)
+        .bound_extent(wa[3], 1)
+        .unroll(wa[0]);
+
+    // u of the block's capsules and batch elements, batch innermost; its
+    // region aligned to the batch tile so that the 4-wide reads are
+    // provably aligned.
+    Func u_tile = f.u.in(p.u_hat);
+    {
+        const std::vector<Var> a = u_tile.args();  // (k, i, b)
+        Var so("u_bo"), si("u_bi");
+        u_tile.compute_at(part_out, bx)
+            .store_in(MemoryType::GPUShared)
+            .align_bounds(a[2], batch_tile)
+            .bound_extent(a[2], batch_tile)
+            .reorder_storage(a[2], a[0], a[1])
+            .split(a[2], so, si, staging_batch)
+            .reorder(a[0], so, si, a[1])
+            .unroll(a[0])
+            .unroll(so)
+            .gpu_threads(si, a[1]);
+    }
+    {
+        // c of the block's capsules and batch elements, batch innermost, a
+        // thread per (b, i) doing the max and sum over j for 2 batch elements.
+        const std::vector<Var> a = p.c.args();  // (j, i, b)
+        Var so("c_bo"), si("c_bi");
+        p.c.compute_at(part_out, bx)
+            .store_in(MemoryType::GPUShared)
+            .align_bounds(a[2], batch_tile)
+            .bound_extent(a[2], batch_tile)
+            .reorder_storage(a[2], a[0], a[1])
+            .split(a[2], so, si, staging_batch)
+            .reorder(a[0], so, si, a[1])
+            .gpu_threads(si, a[1]);
+        p.logit_max.compute_at(p.c, so);
+        p.exp_sum.compute_at(p.c, so);
+        RVar jo("c_jo"), ji("c_ji");
+        p.logit_max.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+        p.exp_sum.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+        Var cjo("c_jo"), cji("c_ji");
+        p.c.split(a[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
+    }
+}
+
+void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
+    const Var e = f.e, j = f.j, b = f.b;
+    // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32, c J x 32.
     const Expr J = f.rj.x.extent();
-    // The kernels' shared-memory tiles (W: 8 x 16 x J floats a capsule; u:
-    // 8 x 32 a capsule; c: J x 32 a capsule) must fit a launch's 48 KB.
     const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * 32);
-    const Expr part_bytes = 4 * tile.in_chunk * (8 * 16 * J + 8 * 32 + J * 32);
-    const Expr capsnet_shape = K == 8 && E == 16;
-    const std::string refusal = "fused_split needs in_dim 8 and out_dim 16, and its tiles of W for this out_caps "
-                                "need more than 48 KB of shared memory";
+    const Expr part_bytes = tile.batch_vectors ? 4 * tile.in_chunk * (8 * 32 + J * 32)
+                                               : 4 * tile.in_chunk * (8 * 16 * J + 8 * 32 + J * 32);
+    const Expr fits = f.rk.x.extent() == 8 && f.re.x.extent() == 16 &&
+                      (f.passes.size() == 1 || logits_bytes <= kDefaultSharedBytes) && part_bytes <= kDefaultSharedBytes;
+    const SplitShape shape{fits,
+                           name + " needs in_dim 8 and out_dim 16, and its tiles of W for this out_caps need "
+                                  "more than 48 KB of shared memory"};
     const size_t n = f.passes.size();
     for (size_t t = 0; t < n; t++) {
         FusedPass &p = f.passes[t];
         const std::string tag = std::to_string(t);
-
-        // --- logits kernel.
-        if (t > 0) {
-            Var bo("lg_bo"), bl("lg_bl"), io("lg_io"), ii("lg_ii");
-            p.logits.compute_root()
-                .split(b, bo, bl, 32, TailStrategy::GuardWithIf)
-                .split(i, io, ii, tile.logits_i_tile, TailStrategy::GuardWithIf)
-                .reorder(ii, bl, j, io, bo)
-                .gpu_threads(bl, j)
-                .gpu_blocks(io, bo);
-            p.logits.specialize(capsnet_shape && logits_bytes <= kDefaultSharedBytes);
-            p.logits.specialize_fail(refusal);
-            // u_hat of the thread's (b, j) and capsule (u_hat_all_e) serves
-            // every agreement.
-            Func u_hat = p.u_hat.clone_in(p.agreement);
-            for (size_t s = 0; s < p.agreement.size(); s++) {
-                Func ag = p.agreement[s];
-                ag.compute_at(p.logits, ii).store_in(MemoryType::Register);
-                ag.update().unroll(f.re.x);
-                // v[s] of the thread's (b, j): 16 registers, loaded once.
-                Func v_row = f.passes[s].squash.v.in(ag);
-                const std::vector<Var> va = v_row.args();  // (e, j, b)
-                v_row.compute_at(p.logits, bl)
-                    .store_in(MemoryType::Register)
-                    .bound_extent(va[0], 16)
-                    .bound_extent(va[1], 1)
-                    .bound_extent(va[2], 1)
-                    .unroll(va[0]);
-            }
-            Func W_tile = f.W.in(u_hat);
-            stage_W(W_tile, LoopLevel(p.logits, io), tile.logits_i_tile);
-            u_hat_all_e(u_hat, W_tile, f, LoopLevel(p.logits, ii));
-            stage_u(f.u.in(u_hat), u_hat, LoopLevel(p.logits, io), LoopLevel(p.logits, ii));
-        }
+        if (t > 0) split_logits_kernel(tile, f, t, shape);
 
         // --- partial sums of s over chunks of input capsules.
         RVar rio("rio" + tag), rii("rii" + tag);
         Var io("io" + tag);
         Func part = p.s.update().split(f.ri.x, rio, rii, tile.in_chunk).rfactor(rio, io);
-        Func part_out = part.in();
-        Var bx("bx"), bl("bl");
-        part_out.compute_root()
-            .bound(e, 0, 16)
-            .split(b, bx, bl, 32, TailStrategy::GuardWithIf)
-            .reorder(e, bl, j, bx, io)
-            .gpu_threads(bl, j)
-            .gpu_blocks(bx, io);
-        part_out.specialize(capsnet_shape && part_bytes <= kDefaultSharedBytes).unroll(e);
-        part_out.specialize_fail(refusal);
-        const std::vector<Var> pa = part.args();  // (e, j, b, io)
-        part.compute_at(part_out, bl)
-            .store_in(MemoryType::Register)
-            .bound_extent(pa[0], 16)
-            .bound_extent(pa[1], 1)
-            .bound_extent(pa[2], 1)
-            .bound_extent(pa[3], 1)
-            .unroll(pa[0]);
-        part.update().reorder(pa[0], rii).unroll(pa[0]);
-        Func W_tile = f.W.in(p.u_hat);
-        stage_W(W_tile, LoopLevel(part_out, bx), tile.in_chunk);
-        u_hat_all_e(p.u_hat, W_tile, f, LoopLevel(part, rii));
-        stage_u(f.u.in(p.u_hat), p.u_hat, LoopLevel(part_out, bx), LoopLevel(part, rii));
-        {
-            // c of the block's capsules and batch elements (J x in_chunk x
-            // 32 floats), batch innermost, computed while staging: a thread
-            // per (b, i) does the max and sum over j.
-            std::vector<Var> a = p.c.args();  // (j, i, b)
-            // Its size padded to whole 16-byte units: Halide packs the
-            // block's shared tiles one after the other, and an odd-sized c
-            // tile (batch x out_caps both odd) misaligned the next tile's
-            // 16-byte row loads (wrong results at B 9, J 5).
-            p.c.compute_at(part_out, bx)
-                .store_in(MemoryType::GPUShared)
-                .reorder_storage(a[2], a[0], a[1])
-                .align_storage(a[2], 4)
-                .reorder(a[0], a[2], a[1])
-                .gpu_threads(a[2], a[1]);
-            p.logit_max.compute_at(p.c, a[2]);
-            p.exp_sum.compute_at(p.c, a[2]);
-            // Four logits loads in flight at a time instead of one.
-            RVar jo("c_jo"), ji("c_ji");
-            p.logit_max.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
-            p.exp_sum.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
-            Var cjo("c_jo"), cji("c_ji");
-            p.c.split(a[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
+        if (tile.batch_vectors) {
+            split_partials_batch_vectors(tile, f, t, part, rii, shape);
+        } else {
+            split_partials_per_batch_row(tile, f, t, part, rii, shape);
         }
 
         // --- group sums, then the squash kernel (one block per batch element).
         RVar so("s_o" + tag), si("s_i" + tag);
         Var group("group" + tag);
         Func groups = p.s.update().split(rio, so, si, tile.partial_groups, TailStrategy::GuardWithIf).rfactor(si, group);
-        groups.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
-        groups.update().reorder(so, e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
+        // One kernel, a thread per (e, j, b, group) summing its group in a
+        // register (init and update were two kernels).
+        Func groups_out = groups.in();
+        groups_out.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
+        groups.compute_at(groups_out, e).store_in(MemoryType::Register);
+        RVar soo("s_oo" + tag), soi("s_oi" + tag);
+        groups.update().split(so, soo, soi, 4, TailStrategy::GuardWithIf).unroll(soi);
         squash_kernel(f, t);
         p.s.update().unroll(si);
     }
@@ -502,7 +656,7 @@ void schedule_digitcaps_fused(const std::string &name, const Target &target, Fus
         return;
     }
     for (const auto &[n, tiling] : split_variants()) {
-        if (n == name) split_gpu(tiling, f);
+        if (n == name) split_gpu(n, tiling, f);
     }
     for (const auto &[n, tiling] : gpu_variants()) {
         if (n == name) fused_gpu(tiling, f);

@@ -49,9 +49,14 @@ foreach (n IN ITEMS 1 3 5)
 endforeach ()
 halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATIONS 3)
 # fused_split: CapsNet's in_dim 8 and out_dim 16 only (the runtime refuses other
-# shapes and the default then runs fused); the CUDA default where it applies,
-# 1.8x faster than fused on an H100 (bench/results/nvidia-h100-fused-split/).
+# shapes and the default then runs fused); 1.8x faster than fused on an H100
+# (bench/results/nvidia-h100-fused-split/).
 halcaps_add_kernel(digitcaps_fused              fused_split       cuda ITERATIONS 3)
+# fused_split_vectors: fused_split's logits kernels, partial-sum kernels with
+# a thread per (e, j) and 32 batch accumulators; the CUDA default where it
+# applies (the same shapes as fused_split), 1.6x faster than fused_split on
+# an H200 (bench/results/nvidia-h200-fused-split-vectors/).
+halcaps_add_kernel(digitcaps_fused              fused_split_vectors cuda ITERATIONS 3)
 # The best point of digitcaps_fused_cuda.space found by `halcaps explore`
 # (H200, MNIST b128: 790.6 us against fused's 834.9 in the same explore run;
 # bench/results/nvidia-h200-barham-isard/); fused stays the default (ahead at b512).

@@ -37,7 +37,7 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         INFO(variant);
         REQUIRE(std::find(at3.begin(), at3.end(), variant) != at3.end());
     }
-    // No implementation named: fused_split runs where it applies (3
+    // No implementation named: fused_split_vectors runs where it applies (3
     // iterations, in_dim 8, out_dim 16), else the fused passes (a wrong
     // default would still pass the check, so compare with the implementation
     // named explicitly: bitwise equal).
@@ -46,7 +46,7 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         int iterations;
         const char *expected;
     };
-    for (const DefaultCase &c : std::vector<DefaultCase>{{{17, 33, 8, 10, 16}, 3, "fused_split"},
+    for (const DefaultCase &c : std::vector<DefaultCase>{{{17, 33, 8, 10, 16}, 3, "fused_split_vectors"},
                                                          {{17, 33, 8, 10, 16}, 1, "fused"},
                                                          {{17, 33, 4, 10, 16}, 3, "fused"},
                                                          {{17, 33, 8, 10, 12}, 3, "fused"}}) {
@@ -305,21 +305,29 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
             REQUIRE(st.message.find("48 KB of shared memory") != std::string::npos);
         }
     }
-    // fused_split stages W for 6 capsules at a time (8 x 16 x J floats
-    // each, with u's and c's tiles): 48 KB allows out_caps up to 11.
-    for (int out_caps : {10, 11, 12, 32}) {
+    // The fused_split schedules' logits kernels stage W for 6 capsules at a
+    // time (8 x 16 x J floats each, with u's tile); fused_split's partial-sum
+    // kernels the same with c's tile too (48 KB: out_caps up to 11),
+    // fused_split_vectors' only u's and c's for 10 capsules (up to 14).
+    for (int out_caps : {10, 11, 12, 14, 15, 32}) {
+      for (const std::string implementation : {"fused_split", "fused_split_vectors"}) {
+        const int logits_bytes = 4 * 6 * (8 * 16 * out_caps + 8 * 32);
+        const int partial_bytes = implementation == "fused_split" ? 4 * 6 * (8 * 16 * out_caps + 8 * 32 + out_caps * 32)
+                                                                  : 4 * 10 * (8 * 32 + out_caps * 32);
         const DigitCapsShape s{9, 13, 8, out_caps, 16};
-        INFO("fused_split at J " << out_caps);
+        INFO(implementation << " at J " << out_caps);
         DigitCapsProblem p(s);
-        const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, "fused_split"));
+        const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, implementation));
         INFO(st.message);
-        if (4 * 6 * (8 * 16 * out_caps + 8 * 32 + out_caps * 32) <= 48 * 1024) {
+        if (std::max(logits_bytes, partial_bytes) <= 48 * 1024) {
             REQUIRE(st.ok());
             require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
         } else {
             REQUIRE(st.code == StatusCode::unsupported_shape);
+            REQUIRE(st.message.find(implementation + " needs") != std::string::npos);
             REQUIRE(st.message.find("48 KB of shared memory") != std::string::npos);
         }
+      }
     }
     // J 32, E 32: the default's fused passes do not fit; it runs stage_per_kernel.
     const DigitCapsShape s{9, 5, 3, 32, 32};
