@@ -77,8 +77,9 @@ struct SplitGpuTiling {
     int in_chunk;        // partial-sum kernel: input capsules per block (the chunk of the sum over i)
     int logits_i_tile;   // logits kernel: input capsules per block
     int partial_groups;  // the chunks' partial sums are added in this many groups in parallel
-    bool batch_vectors;  // partial-sum kernel: a thread per (e, j) with 32 batch accumulators
+    bool batch_vectors;  // partial-sum kernel: a thread per (e, j) with batch_tile batch accumulators
                          // (split_partials_batch_vectors) instead of a thread per (b, j)
+    int batch_tile = 32; // batch_vectors: batch elements a thread (a multiple of 16)
 };
 
 const std::vector<std::pair<std::string, SplitGpuTiling>> &split_variants() {
@@ -168,9 +169,13 @@ void squash_kernel(FusedDigitCapsStages &f, size_t t) {
     out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
     p.s.compute_at(out, b).gpu_threads(e, j);
     p.s.update().gpu_threads(e, j);
+    // Each (e, j) thread computes its row's max and norm itself, reading
+    // s's row from shared memory: out_dim-fold redundant, but without the
+    // four barriers and the serial walks of one thread per j.
     for (Func q : {p.squash.max_abs, p.squash.norm2_scaled}) {
-        q.compute_at(out, b).gpu_threads(j);
-        q.update().gpu_threads(j);
+        RVar eo("sq_eo"), ei("sq_ei");
+        q.compute_at(out, e).store_in(MemoryType::Register);
+        q.update().split(f.re.x, eo, ei, 4, TailStrategy::GuardWithIf).unroll(ei);
     }
 }
 
@@ -496,11 +501,28 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // 270.9 us (fused_split 432.4), b512 958.7 us (1466.8); under ncu (base
 // clocks) this kernel takes 45-54 us a pass, 64 registers, no spills.
 // in_chunk 20 (232 blocks instead of 464): 285.2 / 960.2 us against 276.2
-// / 956.9 in the same earlier run; not kept.
+// / 956.9 in the same earlier run; not kept. Later (seed 221, same device,
+// before W_by_k), against 271.5 / 955.5 us: 16 batch elements a thread
+// 285.8 / 972.8, in_chunk 5 313.7 / 1050.0, logits tiles of 4 capsules
+// 295.6 / 1044.3, of 8 270.3 / 914.1 (but out_caps only up to 10 within
+// 48 KB); none kept.
+// ncu (seed 231, pass 1, base clocks): this kernel 54.2 us, L1 89% busy,
+// 2 shared-memory wavefronts per 16-byte broadcast load, 2.5 FMAs per
+// wavefront, 27% of warps active (464 blocks); the logits kernel 67.0 us,
+// L1 94% busy, 1.9 FMAs per shared wavefront, 30 cycles between a warp's
+// instructions, most of them waiting for the shared-memory queue. Both are
+// bound by the L1 and shared memory, not by the FMAs; more FMAs a load needs
+// more accumulators a thread than the 64 registers allow.
+// Then W read from W_by_k (split_gpu), with the squash kernels' norms per
+// thread and the group sums unrolled by 8 (seed 241, w_by_k/ there): b128
+// 270.4 us, b512 912.5 us (torch.compile 431.3 / 1683.0 right after); under
+// ncu this kernel 39-49 us a pass (45-54 before), L1 67-82% busy, and the
+// copy into W_by_k 8.6 us once a call.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
-                                  const RVar &rii, const SplitShape &shape) {
+                                  const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
-    constexpr int batch_tile = 32, vector = 4, staging_batch = 16;
+    const int batch_tile = tile.batch_tile;
+    constexpr int vector = 4, staging_batch = 16;
     FusedPass &p = f.passes[t];
     Func part_out = part.in();
     const std::vector<Var> pa = part.args();  // (e, j, b, io)
@@ -541,8 +563,10 @@ void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStag
         .vectorize(ua[3]);
     p.u_hat.update().reorder(ua[3], f.rk.x).vectorize(ua[3]).unroll(f.rk.x);
 
-    // The thread's W row of the capsule: 8 registers, loaded once a capsule.
-    Func W_row = f.W.in(p.u_hat);
+    // The thread's W row of the capsule: 8 registers, loaded once a capsule
+    // from W_by_k (split_gpu): a warp's loads of one k are 128 contiguous
+    // bytes.
+    Func W_row = W_by_k.in(p.u_hat);
     const std::vector<Var> wa = W_row.args();  // (k, e, j, i)
     W_row.compute_at(LoopLevel(part, rii))
         .store_in(MemoryType::Register)
@@ -598,7 +622,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32, c J x 32.
     const Expr J = f.rj.x.extent();
     const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * 32);
-    const Expr part_bytes = tile.batch_vectors ? 4 * tile.in_chunk * (8 * 32 + J * 32)
+    const Expr part_bytes = tile.batch_vectors ? 4 * tile.in_chunk * tile.batch_tile * (8 + J)
                                                : 4 * tile.in_chunk * (8 * 16 * J + 8 * 32 + J * 32);
     const Expr fits = f.rk.x.extent() == 8 && f.re.x.extent() == 16 &&
                       (f.passes.size() == 1 || logits_bytes <= kDefaultSharedBytes) && part_bytes <= kDefaultSharedBytes;
@@ -606,6 +630,23 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
                            name + " needs in_dim 8 and out_dim 16, and its tiles of W for this out_caps need "
                                   "more than 48 KB of shared memory"};
     const size_t n = f.passes.size();
+    // batch_vectors: W copied once a call (one kernel, 4 * I * J * E * K
+    // bytes) with its k dimension outside (e, j), for the partial-sum
+    // kernels of every pass. Read in place, a warp's loads of one k were 32
+    // floats 32 bytes apart, 8 cache lines an instruction; ncu showed the
+    // L1 89% busy.
+    Func W_by_k;
+    if (tile.batch_vectors) {
+        std::vector<Func> users;
+        for (const FusedPass &p : f.passes) users.push_back(p.u_hat);
+        W_by_k = f.W.in(users);
+        const std::vector<Var> a = W_by_k.args();  // (k, e, j, i)
+        W_by_k.compute_root()
+            .reorder_storage(a[1], a[2], a[0], a[3])
+            .reorder(a[1], a[2], a[0], a[3])
+            .gpu_threads(a[1], a[2])
+            .gpu_blocks(a[0], a[3]);
+    }
     for (size_t t = 0; t < n; t++) {
         FusedPass &p = f.passes[t];
         const std::string tag = std::to_string(t);
@@ -616,7 +657,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         Var io("io" + tag);
         Func part = p.s.update().split(f.ri.x, rio, rii, tile.in_chunk).rfactor(rio, io);
         if (tile.batch_vectors) {
-            split_partials_batch_vectors(tile, f, t, part, rii, shape);
+            split_partials_batch_vectors(tile, f, t, part, rii, shape, W_by_k);
         } else {
             split_partials_per_batch_row(tile, f, t, part, rii, shape);
         }
@@ -631,7 +672,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         groups_out.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
         groups.compute_at(groups_out, e).store_in(MemoryType::Register);
         RVar soo("s_oo" + tag), soi("s_oi" + tag);
-        groups.update().split(so, soo, soi, 4, TailStrategy::GuardWithIf).unroll(soi);
+        groups.update().split(so, soo, soi, 8, TailStrategy::GuardWithIf).unroll(soi);
         squash_kernel(f, t);
         p.s.update().unroll(si);
     }
