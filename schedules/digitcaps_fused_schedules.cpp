@@ -304,19 +304,24 @@ void stage_W(Func W_tile, const LoopLevel &level, int capsules) {
         .gpu_threads(thread_x, a[2]);
 }
 
-// u of a block's capsules and batch elements in shared memory, then a
-// thread's row of 8 of it in registers at `row_level`. Rows stored batch
+// u of a block's capsules and its 32 batch elements in shared memory, then
+// a thread's row of 8 of it in registers at `row_level`. Rows stored batch
 // element by batch element: the warp's threads read consecutive rows (no
-// bank conflicts). Copied without a fused index: Halide's bounds of a fused
-// loop's coordinates are loose, and so were u's checked bounds.
+// bank conflicts). Copied by threads over (k, capsule), each walking the 32
+// batch elements (unrolled; u is read clamped past the batch's end), so a
+// warp's load is one 32-byte row; with threads over (batch element,
+// capsule) each load touched 32 rows far apart (ncu: 78% excess sectors in
+// the logits kernel). Copied without a fused index: Halide's bounds of a
+// fused loop's coordinates are loose, and so were u's checked bounds.
 void stage_u(Func u_tile, Func user, const LoopLevel &level, const LoopLevel &row_level) {
     std::vector<Var> a = u_tile.args();  // (k, i, b)
     u_tile.compute_at(level)
         .store_in(MemoryType::GPUShared)
+        .bound_extent(a[2], 32)
         .reorder_storage(a[0], a[2], a[1])
-        .reorder(a[0], a[2], a[1])
-        .unroll(a[0])
-        .gpu_threads(a[2], a[1]);
+        .reorder(a[2], a[0], a[1])
+        .unroll(a[2])
+        .gpu_threads(a[0], a[1]);
     k_row(u_tile, user, row_level);
 }
 
@@ -517,7 +522,11 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // thread and the group sums unrolled by 8 (seed 241, w_by_k/ there): b128
 // 270.4 us, b512 912.5 us (torch.compile 431.3 / 1683.0 right after); under
 // ncu this kernel 39-49 us a pass (45-54 before), L1 67-82% busy, and the
-// copy into W_by_k 8.6 us once a call.
+// copy into W_by_k 8.6 us once a call. Then u staged by threads over (k,
+// capsule) in the logits kernels (stage_u) and W_by_k copied through shared
+// memory (seed 251, staging/ there): b128 259.1 us, b512 872.2 us
+// (torch.compile 438.6 / 1631.3); under ncu the logits kernels 62 and 83
+// us (66 and 87), the copy 5.6 us.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
@@ -641,11 +650,19 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         for (const FusedPass &p : f.passes) users.push_back(p.u_hat);
         W_by_k = f.W.in(users);
         const std::vector<Var> a = W_by_k.args();  // (k, e, j, i)
+        // A block per capsule: W's 8 x 16 x J floats staged in shared memory
+        // by coalesced reads (stage_W), then written k-major by threads over
+        // (e, j), also coalesced. Without the staging each thread read its
+        // own 32-byte row, 8.6 us under ncu.
         W_by_k.compute_root()
             .reorder_storage(a[1], a[2], a[0], a[3])
-            .reorder(a[1], a[2], a[0], a[3])
+            .reorder(a[0], a[1], a[2], a[3])
+            .unroll(a[0])
             .gpu_threads(a[1], a[2])
-            .gpu_blocks(a[0], a[3]);
+            .gpu_blocks(a[3]);
+        W_by_k.specialize(shape.fits);
+        W_by_k.specialize_fail(shape.refusal);
+        stage_W(f.W.in(W_by_k), LoopLevel(W_by_k, a[3]), 1);
     }
     for (size_t t = 0; t < n; t++) {
         FusedPass &p = f.passes[t];

@@ -136,7 +136,7 @@ private:
 // On CUDA an op's default is the fastest measured that is built for the
 // iteration count (H200, MNIST b128, 2026-11-21): `preferred` where built,
 // else `base`, whose lookup status is returned when neither is.
-//   digitcaps           fused_split_vectors (276.2 us, fused_split 437.1 us;
+//   digitcaps           fused_split_vectors (259.1 us, fused_split 413.6 us;
 //                       3 iterations, and only CapsNet's shapes: digitcaps()
 //                       falls back when it refuses one), else fused (829.1
 //                       us; stage_per_kernel 1183 us)
