@@ -527,6 +527,11 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // memory (seed 251, staging/ there): b128 259.1 us, b512 872.2 us
 // (torch.compile 438.6 / 1631.3); under ncu the logits kernels 62 and 83
 // us (66 and 87), the copy 5.6 us.
+// Tried after that (seed 261, groups_g32.txt there): the partials summed in
+// 32 groups instead of 8, expecting the group-sum kernel (10 us a pass
+// under ncu) to shorten: 282.6 / 921.8 us against 260.6 / 883.4; the group
+// sums took 11.4 us and the squash kernels, now adding 32 groups, 18 us
+// (7). Not kept.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
