@@ -427,6 +427,20 @@ void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, si
     stage_u(f.u.in(u_hat), u_hat, LoopLevel(p.logits, io), LoopLevel(p.logits, ii));
 }
 
+// The softmax over j of pass p's staged c tile: the max and sum of each
+// (i, b) row at c's loop `row` (one row, so in registers), their loops over
+// j and c's own split by 4 and unrolled, four logits loads in flight at a
+// time instead of one.
+void softmax_rows_at(FusedPass &p, const FusedDigitCapsStages &f, const Var &row) {
+    p.logit_max.compute_at(p.c, row);
+    p.exp_sum.compute_at(p.c, row);
+    RVar jo("c_jo"), ji("c_ji");
+    p.logit_max.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+    p.exp_sum.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
+    Var cjo("c_jo"), cji("c_ji");
+    p.c.split(p.c.args()[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
+}
+
 // fused_split's partial-sum kernel (described above split_gpu): a thread
 // per (b, j), its 16 e values in registers, W staged in shared memory.
 void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
@@ -471,14 +485,7 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
             .align_storage(a[2], 4)
             .reorder(a[0], a[2], a[1])
             .gpu_threads(a[2], a[1]);
-        p.logit_max.compute_at(p.c, a[2]);
-        p.exp_sum.compute_at(p.c, a[2]);
-        // Four logits loads in flight at a time instead of one.
-        RVar jo("c_jo"), ji("c_ji");
-        p.logit_max.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
-        p.exp_sum.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
-        Var cjo("c_jo"), cji("c_ji");
-        p.c.split(a[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
+        softmax_rows_at(p, f, a[2]);
     }
 }
 
@@ -621,13 +628,7 @@ void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStag
             .split(a[2], so, si, staging_batch)
             .reorder(a[0], so, si, a[1])
             .gpu_threads(si, a[1]);
-        p.logit_max.compute_at(p.c, so);
-        p.exp_sum.compute_at(p.c, so);
-        RVar jo("c_jo"), ji("c_ji");
-        p.logit_max.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
-        p.exp_sum.update().split(f.rj.x, jo, ji, 4, TailStrategy::GuardWithIf).unroll(ji);
-        Var cjo("c_jo"), cji("c_ji");
-        p.c.split(a[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
+        softmax_rows_at(p, f, so);
     }
 }
 
