@@ -310,24 +310,24 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
     // kernels the same with c's tile too (48 KB: out_caps up to 11),
     // fused_split_vectors' only u's and c's for 10 capsules (up to 14).
     for (int out_caps : {10, 11, 12, 14, 15, 32}) {
-      for (const std::string implementation : {"fused_split", "fused_split_vectors"}) {
-        const int logits_bytes = 4 * 6 * (8 * 16 * out_caps + 8 * 32);
-        const int partial_bytes = implementation == "fused_split" ? 4 * 6 * (8 * 16 * out_caps + 8 * 32 + out_caps * 32)
-                                                                  : 4 * 10 * (8 * 32 + out_caps * 32);
-        const DigitCapsShape s{9, 13, 8, out_caps, 16};
-        INFO(implementation << " at J " << out_caps);
-        DigitCapsProblem p(s);
-        const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, implementation));
-        INFO(st.message);
-        if (std::max(logits_bytes, partial_bytes) <= 48 * 1024) {
-            REQUIRE(st.ok());
-            require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
-        } else {
-            REQUIRE(st.code == StatusCode::unsupported_shape);
-            REQUIRE(st.message.find(implementation + " needs") != std::string::npos);
-            REQUIRE(st.message.find("48 KB of shared memory") != std::string::npos);
+        for (const std::string implementation : {"fused_split", "fused_split_vectors"}) {
+            const int logits_bytes = 4 * 6 * (8 * 16 * out_caps + 8 * 32);
+            const int partial_bytes = implementation == "fused_split" ? 4 * 6 * (8 * 16 * out_caps + 8 * 32 + out_caps * 32)
+                                                                      : 4 * 10 * (8 * 32 + out_caps * 32);
+            const DigitCapsShape s{9, 13, 8, out_caps, 16};
+            INFO(implementation << " at J " << out_caps);
+            DigitCapsProblem p(s);
+            const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, implementation));
+            INFO(st.message);
+            if (std::max(logits_bytes, partial_bytes) <= 48 * 1024) {
+                REQUIRE(st.ok());
+                require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
+            } else {
+                REQUIRE(st.code == StatusCode::unsupported_shape);
+                REQUIRE(st.message.find(implementation + " needs") != std::string::npos);
+                REQUIRE(st.message.find("48 KB of shared memory") != std::string::npos);
+            }
         }
-      }
     }
     // J 32, E 32: the default's fused passes do not fit; it runs stage_per_kernel.
     const DigitCapsShape s{9, 5, 3, 32, 32};

@@ -288,9 +288,10 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     if (!options.implementation.empty() || device != Device::cuda) return run(kernel);
     // The CUDA default refuses some shapes before any device work: the
     // fused_split schedules all but CapsNet's (in_dim 8, out_dim 16, out_caps
-    // up to 14; fused_split up to 11), the fused passes those whose blocks would need more than 48
-    // KB of shared memory. Each refusal hands the call to the next in this
-    // order (fused_split refuses what fused_split_vectors refuses).
+    // up to 14; fused_split up to 11), the fused passes those whose blocks
+    // would need more than 48 KB of shared memory. Each refusal hands the
+    // call to the next in this order (fused_split refuses what
+    // fused_split_vectors refuses, so it is not in it).
     const std::vector<std::string> by_speed = {"fused_split_vectors", "fused", "stage_per_kernel"};
     Status status = run(kernel);
     auto next = std::find(by_speed.begin(), by_speed.end(), kernel->schedule);
