@@ -538,7 +538,11 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // 32 groups instead of 8, expecting the group-sum kernel (10 us a pass
 // under ncu) to shorten: 282.6 / 921.8 us against 260.6 / 883.4; the group
 // sums took 11.4 us and the squash kernels, now adding 32 groups, 18 us
-// (7). Not kept.
+// (7). Not kept. Also (seed 271, e_pairs.txt there): threads with 2 e
+// values, each u broadcast then feeding 2 FMAs (partials stored batch
+// innermost, else the strided vectors went to local memory), 16 batch
+// elements a thread (ptxas spills 196 bytes at 64 registers) 279.3 / 903.0
+// us, 8 (no spills, 80-thread blocks) 269.2 / 892.5, against 258.0 / 873.4.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
