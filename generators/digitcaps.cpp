@@ -206,7 +206,8 @@ void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
 
 // The backward's reads of u and W, shaped for the capsule prediction's tuned
 // GPU schedules (schedule tiled_predict), which compute whole register tiles
-// and leave a tile's points past an edge unstored:
+// and leave a tile's points past an edge unstored (the fused layer's u too,
+// for fused_split_vectors' batch tiles):
 //  - an index such a tile really runs past (k past in_dim in tiles of 8, b
 //    past the batch in batch tiles) is clamped: the same values in range;
 //  - an index only bounds inference overestimates (W's e and j, taken by the
@@ -433,14 +434,10 @@ public:
         f.rj = RDom(0, W.dim(2).extent(), "rj");
         f.re = RDom(0, W.dim(1).extent(), "re");
         f.rk = RDom(0, u.dim(0).extent(), "rk");
-        // u's reads clamped to its batch extent: fused_split_vectors computes
+        // u read through prediction_u's clamps: fused_split_vectors computes
         // a thread's whole tile of 32 batch elements past the batch's end
         // (those are never stored), and reads u there.
-        {
-            Var k("k"), i("i"), b("b");
-            f.u = Func("u_in");
-            f.u(k, i, b) = u(k, i, clamp(b, 0, u.dim(2).extent() - 1));
-        }
+        f.u = prediction_u(u);
         // W's reads clamped to its in_caps extent: every read the algorithm
         // makes is in range and unchanged. A schedule may compute a capsule's
         // W row before the guard of a partial chunk of the sum over i
