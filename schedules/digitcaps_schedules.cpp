@@ -26,8 +26,9 @@ const std::vector<std::string> kCpuSchedules = {"cpu", "stage_per_op"};
 const std::vector<std::string> kNoGpuSchedules = {};
 const std::vector<std::string> kGpuSchedules = {"stage_per_kernel"};
 const std::vector<std::string> kGpuBackwardSchedules = {"stage_per_kernel", "tiled_stages"};
-// tiled_predict needs the prediction stages, which only the layer has.
-const std::vector<std::string> kGpuLayerBackwardSchedules = {"stage_per_kernel", "tiled_stages", "tiled_predict"};
+// tiled_predict and rows_predict need the prediction stages, which only the layer has.
+const std::vector<std::string> kGpuLayerBackwardSchedules = {"stage_per_kernel", "tiled_stages", "tiled_predict",
+                                                             "rows_predict"};
 
 // Every stage of the forward pipeline, in order.
 std::vector<Func> forward_stages(const RoutingStages &r) {
@@ -346,32 +347,10 @@ void root_rows(Func f, int batch_tile) {
         .gpu_blocks(rows_o, bo)
         .unroll(bi);
 }
-// tiled_predict: tiled_stages, except for the four stages of u_hat's size
-// that ncu showed taking most of its time (about 250-300 us each at MNIST
-// b128: bench/results/nvidia-h200-fused-split/ncu_backward_tiled.txt):
-//  - u_hat = W u: the capsule prediction's `tuned` forward schedule;
-//  - grad_u and grad_W: the prediction's `tuned` gradient schedules, on
-//    grad_u_hat read through grad_u_hat_in (generators/digitcaps.cpp);
-//  - grad_u_hat, a pure Func of small stages: root_rows.
-// Predicted from the prediction operators' own times (H200: forward 49 us,
-// both gradients 153 us) and a 94 MB write: about 1685 - 800 = 900 us.
-// Measured 2026-11-21 on an NVIDIA H200, `halcaps bench --device cuda --op
-// digitcaps_backward --shapes mnist_b128,mnist_b512 --repeats 30 --seed 93`
-// (bench/results/nvidia-h200-tiled-predict/): b128 1144.7 us against
-// tiled_stages' 1782.0 (1.56x), b512 3970.0 against 6428.0 (1.62x); 2.63x and
-// 2.73x the fused_split forward (435.1 and 1452.1 us, same session). Less
-// than predicted: under ncu u_hat now takes 62 us, grad_u 124, grad_W 99 and
-// grad_u_hat 114 (a 94 MB write, 830 GB/s), and the agreements and grad_c
-// (5 x 97 us, a thread per (j, i, b) reading its own u_hat row) lead.
-// Tried the same day: the agreements and grad_c with the sum over e split
-// across 16 lanes of a warp and added by shuffles (rfactor + gpu_lanes),
-// 148 us each against 97 (16 dependent shuffles a point, 8 points a block in
-// series); grad_u_hat with e vectorized by 4, which Halide emitted as scalar
-// stores in 4 guarded copies (not run). Later, u_hat by the prediction's
-// batch-vector schedule (one warp a block, k tiles; bench/results/
-// nvidia-h200-batch-vectors/try3): b128 1139.2 us against 1142.7, b512
-// 3964.7 against 3973.0 in the same run, within noise, so u_hat keeps `tuned`.
-void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
+// The prediction's kernels of the layer's backward (u_hat, grad_u, grad_W),
+// as tiled_predict and rows_predict schedule them (tiled_predict's comment
+// says why). Returns u_hat's stored copy.
+Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g) {
     RoutingStages &r = g.forward;
     const Func grad_u = g.outputs[0], grad_W = g.outputs[1];
 
@@ -403,6 +382,37 @@ void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
     grad_weight.rb = g.rb;
     schedule_predict_grad_weight("tuned", target, grad_weight);
 
+    return forward.u_hat;
+}
+
+// tiled_predict: tiled_stages, except for the four stages of u_hat's size
+// that ncu showed taking most of its time (about 250-300 us each at MNIST
+// b128: bench/results/nvidia-h200-fused-split/ncu_backward_tiled.txt):
+//  - u_hat = W u: the capsule prediction's `tuned` forward schedule;
+//  - grad_u and grad_W: the prediction's `tuned` gradient schedules, on
+//    grad_u_hat read through grad_u_hat_in (generators/digitcaps.cpp);
+//  - grad_u_hat, a pure Func of small stages: root_rows.
+// Predicted from the prediction operators' own times (H200: forward 49 us,
+// both gradients 153 us) and a 94 MB write: about 1685 - 800 = 900 us.
+// Measured 2026-11-21 on an NVIDIA H200, `halcaps bench --device cuda --op
+// digitcaps_backward --shapes mnist_b128,mnist_b512 --repeats 30 --seed 93`
+// (bench/results/nvidia-h200-tiled-predict/): b128 1144.7 us against
+// tiled_stages' 1782.0 (1.56x), b512 3970.0 against 6428.0 (1.62x); 2.63x and
+// 2.73x the fused_split forward (435.1 and 1452.1 us, same session). Less
+// than predicted: under ncu u_hat now takes 62 us, grad_u 124, grad_W 99 and
+// grad_u_hat 114 (a 94 MB write, 830 GB/s), and the agreements and grad_c
+// (5 x 97 us, a thread per (j, i, b) reading its own u_hat row) lead.
+// Tried the same day: the agreements and grad_c with the sum over e split
+// across 16 lanes of a warp and added by shuffles (rfactor + gpu_lanes),
+// 148 us each against 97 (16 dependent shuffles a point, 8 points a block in
+// series); grad_u_hat with e vectorized by 4, which Halide emitted as scalar
+// stores in 4 guarded copies (not run). Later, u_hat by the prediction's
+// batch-vector schedule (one warp a block, k tiles; bench/results/
+// nvidia-h200-batch-vectors/try3): b128 1139.2 us against 1142.7, b512
+// 3964.7 against 3973.0 in the same run, within noise, so u_hat keeps `tuned`.
+void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
+    RoutingStages &r = g.forward;
+    schedule_prediction_stages(target, g);
     root_rows(g.grad_u_hat, 8);
 
     // Every other stage as tiled_stages computes it.
@@ -413,6 +423,193 @@ void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
         if (!scheduled.count(f.name())) tiled_stage(f, in_caps_sum, in_caps);
     });
     root_tiled(g.outputs[2]);  // grad_b0
+}
+
+
+// A Func computed whole, its two innermost dimensions fused into one index
+// split over blocks of `threads` threads (blocks also over its other
+// dimensions). At J = 10 root_tiled's 16 x 16 tiles of (j, i) or (e, j) leave
+// 6 of every 16 threads idle; here every thread of a block but the last
+// block's tail owns a point. Returns the thread variable.
+Var root_fused_rows(Func f, int threads) {
+    const std::vector<Var> a = f.args();
+    Var rows("rows"), rows_o("rows_o"), rows_t("rows_t");
+    f.compute_root();
+    if (a.size() == 1) {
+        f.split(a[0], rows_o, rows_t, threads, TailStrategy::GuardWithIf).gpu_threads(rows_t).gpu_blocks(rows_o);
+        return rows_t;
+    }
+    f.fuse(a[0], a[1], rows).split(rows, rows_o, rows_t, threads, TailStrategy::GuardWithIf).gpu_threads(rows_t);
+    if (a.size() == 2) f.gpu_blocks(rows_o);
+    if (a.size() == 3) f.gpu_blocks(rows_o, a[2]);
+    if (a.size() == 4) f.gpu_blocks(rows_o, a[2], a[3]);
+    return rows_t;
+}
+
+// compute_root_tiled with root_fused_rows' threads: a Func with a reduction
+// runs its init and update in a register of the thread that owns the point.
+// Returns the Func itself (the register-resident stage) for further
+// scheduling of its update.
+Func compute_root_rows(Func f, int threads) {
+    if (!f.has_update_definition()) {
+        root_fused_rows(f, threads);
+        return f;
+    }
+    Func whole = f.in();
+    const Var thread = root_fused_rows(whole, threads);
+    f.compute_at(whole, thread).store_in(MemoryType::Register);
+    // One point a thread; bounds inference through the fused index cannot
+    // see that.
+    for (const Var &v : f.args()) f.bound_extent(v, 1);
+    return f;
+}
+
+// rows_predict: tiled_predict's prediction kernels (u_hat, grad_u, grad_W);
+// every other stage over root_fused_rows' threads instead of 16 x 16 tiles
+// (at J = 10 those leave 6 of 16 threads idle), and, when E == 16
+// (specialised; other E run the same mapping with scalar loads):
+//  - the sums over e of a u_hat row (the recomputed forward's agreements and
+//    every grad_c), a thread per (j, i, b), read the row and the other factor
+//    as four 16-byte loads each (u_hat, v and grad_s stored with rows of E
+//    aligned to 4 floats);
+//  - grad_u_hat writes 4 e of a row as one 16-byte store;
+//  - the sums over in_caps (s, grad_v_agree) in chunks of 64 capsules are a
+//    thread per (4 e, j, b), accumulating 16-byte loads of u_hat;
+//  - the pure (j, i, b) and (e, j, b) stages run 4 batch elements a thread;
+//    grad_b0's sum over the batch is unrolled by 8.
+// Predicted: the agreements and grad_c from 97 to about 35 us each, the
+// small (j, i, b) stages to a few us; about 1145 -> 800 us at MNIST b128.
+// Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-rows-
+// predict/run4, device time, `halcaps bench --device cuda --op
+// digitcaps_backward --shapes mnist_b128,mnist_b512 --implementations
+// tiled_predict,rows_predict --repeats 30 --seed 332`): b128 798.9 us against
+// tiled_predict's 1139.9 (1.43x), b512 2562.6 against 3968.3 (1.55x); 3.08x
+// and 2.93x the fused_split_vectors forward of the same session (259.0 and
+// 874.2 us). Under ncu (920 us a call at b128): grad_u 113, the three grad_c
+// 103, grad_W 97, the three s chunk sums 85, the two agreements 69,
+// grad_u_hat 68, u_hat 61; the e sums and chunk sums now read u_hat at
+// 2.7-3.3 TB/s, so what is left is mostly the 14 passes over u_hat-sized
+// data that this stage-per-kernel structure makes.
+// On the way (same protocol, runs 1-5 there): the first cut (fused rows and
+// the vector e sums only) 876.9 us; grad_u_hat and the chunk sums as
+// vectors 822.3; chunks of 32 capsules 840.0 (the chunk sums no faster, their
+// init and final kernels slower); the softmax's max and sum computed inside
+// c's threads and c . grad_c inside grad_logits' (three kernels fewer a
+// pass) 833.5, c and grad_logits 3.5x and 2.2x slower. Not run: the e sums
+// as 4 lanes per row (rfactor over quarters, staged in shared memory),
+// whose PTX kept scalar loads; the chunk sums' init fused into their update
+// (compute_with), which Halide refuses for two stages of one Func. Seen in
+// run 4's ncu, not yet acted on: the (e, j, b) stages (grad_s, squash_v,
+// grad_v, 20 K points) got slower with 4 batch elements a thread (grad_s
+// 3.9 -> 7.9 us): too few threads.
+void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
+    RoutingStages &r = g.forward;
+    const Var e = r.e, j = r.j, i = r.i, b = r.b;
+    const Expr out_dim = r.re.x.extent();
+
+    Func u_hat = schedule_prediction_stages(target, g);
+    // Rows of E start 16-byte aligned, so that a row's loads are 16-byte vectors.
+    u_hat.align_storage(e, 4);
+    for (auto &it : r.iterations) it.squash.v.align_storage(e, 4);
+    for (auto &it : g.iterations) it.grad_s.align_storage(e, 4);
+
+    // grad_u_hat: with E == 16 a thread writes 4 e of a row as one vector;
+    // otherwise root_rows.
+    g.grad_u_hat.compute_root().align_storage(e, 4);
+    {
+        Var eo("eo"), ei("ei"), ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
+        g.grad_u_hat.specialize(out_dim == 16)
+            .split(e, eo, ei, 4, TailStrategy::RoundUp)
+            .fuse(eo, j, ej)
+            .fuse(ej, i, eji)
+            .split(eji, rows_o, rows_t, 256, TailStrategy::GuardWithIf)
+            .split(b, bo, bi, 8, TailStrategy::GuardWithIf)
+            .reorder(ei, bi, rows_t, rows_o, bo)
+            .gpu_threads(rows_t)
+            .gpu_blocks(rows_o, bo)
+            .unroll(bi)
+            .vectorize(ei);
+    }
+    root_rows(g.grad_u_hat, 8);
+
+    std::set<std::string> e_sums;
+    for (const auto &it : r.iterations) {
+        if (it.agreement.defined()) e_sums.insert(it.agreement.name());
+    }
+    for (const auto &it : g.iterations) e_sums.insert(it.grad_c.name());
+    const std::set<std::string> scheduled = {r.u_hat.name(), g.grad_u_hat.name(), g.grad_u.name(),
+                                             g.grad_W.name()};
+    const RVar in_caps = r.ri.x;
+    visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {
+        if (scheduled.count(f.name())) return;
+        if (in_caps_sum) {
+            // (e, j, b, chunk): the sum of a chunk of 64 input capsules,
+            // computed in place (init and update, two kernels), a thread per
+            // (e, j, b) of a chunk; with E == 16 a thread sums 4 e of a row
+            // as vectors.
+            RVar chunk("chunk"), within("within"), wo("wo"), wi("wi");
+            Var c("chunk_v");
+            Func parts = f.update().split(in_caps, chunk, within, 64, TailStrategy::GuardWithIf).rfactor(chunk, c);
+            root_fused_rows(parts, 128);
+            parts.align_storage(e, 4);
+            Var eo("eo"), ei("ei"), ej("ej"), ejb("ejb"), rows_o("rows_o"), rows_t("rows_t");
+            {
+                parts.update()
+                    .specialize(out_dim == 16)
+                    .split(e, eo, ei, 4, TailStrategy::RoundUp)
+                    .fuse(eo, j, ej)
+                    .fuse(ej, b, ejb)
+                    .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
+                    .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
+                    .reorder(ei, wi, wo, rows_t, rows_o, c)
+                    .gpu_threads(rows_t)
+                    .gpu_blocks(rows_o, c)
+                    .unroll(wi)
+                    .vectorize(ei);
+            }
+            parts.update()
+                .fuse(e, j, ej)
+                .fuse(ej, b, ejb)
+                .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
+                .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
+                .reorder(wi, wo, rows_t, rows_o, c)
+                .gpu_threads(rows_t)
+                .gpu_blocks(rows_o, c)
+                .unroll(wi);
+            compute_root_rows(f, 128);
+            return;
+        }
+        if (!f.has_update_definition() && f.args().size() == 3) {
+            // A pure stage over (j, i, b) or (e, j, b): 4 batch elements a
+            // thread, so that its loads of them are in flight together.
+            const std::vector<Var> a = f.args();
+            Var rows("rows"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
+            f.compute_root()
+                .fuse(a[0], a[1], rows)
+                .split(rows, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
+                .split(a[2], bo, bi, 4, TailStrategy::GuardWithIf)
+                .reorder(bi, rows_t, rows_o, bo)
+                .gpu_threads(rows_t)
+                .gpu_blocks(rows_o, bo)
+                .unroll(bi);
+            return;
+        }
+        Func inner = compute_root_rows(f, 128);
+        if (f.name() == g.grad_b0.name()) {
+            // The sum over the batch: 8 loads in flight a thread.
+            RVar bo("bo"), bi("bi");
+            inner.update().split(g.rb.x, bo, bi, 8, TailStrategy::GuardWithIf).unroll(bi);
+        }
+        if (e_sums.count(f.name())) {
+            // A thread's sum over its u_hat row: with E == 16, four 16-byte
+            // loads of the row and of the other factor; otherwise 4 scalar
+            // loads in flight at a time.
+            RVar eo("eo"), ei("ei");
+            inner.update().specialize(out_dim == 16).split(r.re.x, eo, ei, 4).atomic().vectorize(ei).unroll(eo);
+            inner.update().split(r.re.x, eo, ei, 4, TailStrategy::GuardWithIf).unroll(ei);
+        }
+    });
+    root_fused_rows(g.outputs[2], 128);  // grad_b0
 }
 
 }  // namespace
@@ -455,6 +652,7 @@ void schedule_digitcaps_backward(const std::string &name, const Target &target, 
     check_schedule("digitcaps_backward", name, target, {"cpu"}, kGpuLayerBackwardSchedules);
     if (target.has_gpu_feature()) {
         if (name == "tiled_predict") return backward_tiled_predict(target, g);
+        if (name == "rows_predict") return backward_rows_predict(target, g);
         return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
     }
     backward_cpu(target, g, true);

@@ -80,9 +80,14 @@ endforeach ()
 halcaps_add_kernel(routing_backward             tiled_stages      cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_backward           tiled_stages      cuda ITERATIONS 3)
 # tiled_predict: tiled_stages with the capsule prediction's tuned schedules for
-# u_hat, grad_u and grad_W (the layer only); the layer backward's CUDA default
-# at 3 iterations (H200, MNIST b128: 1144.7 us, tiled_stages 1782.0).
+# u_hat, grad_u and grad_W (the layer only) (H200, MNIST b128: 1144.7 us,
+# tiled_stages 1782.0).
 halcaps_add_kernel(digitcaps_backward           tiled_predict     cuda ITERATIONS 3)
+# rows_predict: tiled_predict's prediction kernels; every other stage over
+# rows of its two innermost dimensions fused, u_hat's rows read as 16-byte
+# vectors when E == 16; the layer backward's CUDA default at 3 iterations
+# (H200, MNIST b128: 798.9 us, tiled_predict 1139.9).
+halcaps_add_kernel(digitcaps_backward           rows_predict      cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
 # fixed (generators/digitcaps.cpp, above the autodiff generators). Built with

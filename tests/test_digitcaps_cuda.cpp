@@ -61,8 +61,8 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         REQUIRE(named == p.v);
         require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), c.iterations), 1e-4);
     }
-    // The layer's backward: tiled_predict at 3 iterations, stage_per_kernel at 1.
-    for (const auto &[iterations, expected] : std::vector<std::pair<int, const char *>>{{3, "tiled_predict"},
+    // The layer's backward: rows_predict at 3 iterations, stage_per_kernel at 1.
+    for (const auto &[iterations, expected] : std::vector<std::pair<int, const char *>>{{3, "rows_predict"},
                                                                                       {1, "stage_per_kernel"}}) {
         INFO("digitcaps_backward, " << iterations << " iterations: " << expected);
         const DigitCapsShape s{17, 33, 8, 10, 16};

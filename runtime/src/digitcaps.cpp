@@ -140,8 +140,8 @@ private:
 //                       3 iterations, and only CapsNet's shapes: digitcaps()
 //                       falls back when it refuses one), else fused (829.1
 //                       us; stage_per_kernel 1183 us)
-//   digitcaps_backward  tiled_predict (1144.7 us; 3 iterations; tiled_stages
-//                       1782.0 us), else stage_per_kernel (3964.3 us)
+//   digitcaps_backward  rows_predict (798.9 us, tiled_predict 1139.9 us, 2026-11-22;
+//                       3 iterations), else stage_per_kernel (3964.3 us)
 //   route               stage_per_kernel (745 us against 1391 us for routing_fused)
 //   route_backward      stage_per_kernel (its tiled_stages is checked, not timed yet)
 struct CudaDefault {
@@ -150,7 +150,7 @@ struct CudaDefault {
 };
 CudaDefault cuda_default(const std::string &op) {
     if (op == "digitcaps") return {"fused_split_vectors", "fused"};
-    if (op == "digitcaps_backward") return {"tiled_predict", "stage_per_kernel"};
+    if (op == "digitcaps_backward") return {"rows_predict", "stage_per_kernel"};
     return {nullptr, "stage_per_kernel"};
 }
 
