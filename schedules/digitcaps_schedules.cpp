@@ -425,7 +425,6 @@ void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
     root_tiled(g.outputs[2]);  // grad_b0
 }
 
-
 // A Func computed whole, its two innermost dimensions fused into one index
 // split over blocks of `threads` threads (blocks also over its other
 // dimensions). At J = 10 root_tiled's 16 x 16 tiles of (j, i) or (e, j) leave
@@ -446,6 +445,15 @@ Var root_fused_rows(Func f, int threads) {
     return rows_t;
 }
 
+// One point of f computed in a register of each thread of `consumer` that
+// reads it (`thread`: the consumer's thread variable, as root_fused_rows
+// returns it), init and update. Each thread must read one point of f; bounds
+// inference through a fused thread index cannot see that.
+void compute_in_thread(Func f, Func consumer, Var thread) {
+    f.compute_at(consumer, thread).store_in(MemoryType::Register);
+    for (const Var &v : f.args()) f.bound_extent(v, 1);
+}
+
 // compute_root_tiled with root_fused_rows' threads: a Func with a reduction
 // runs its init and update in a register of the thread that owns the point.
 // Returns the Func itself (the register-resident stage) for further
@@ -456,12 +464,57 @@ Func compute_root_rows(Func f, int threads) {
         return f;
     }
     Func whole = f.in();
-    const Var thread = root_fused_rows(whole, threads);
-    f.compute_at(whole, thread).store_in(MemoryType::Register);
-    // One point a thread; bounds inference through the fused index cannot
-    // see that.
-    for (const Var &v : f.args()) f.bound_extent(v, 1);
+    compute_in_thread(f, whole, root_fused_rows(whole, threads));
     return f;
+}
+
+// A sum over in_caps (s, grad_v_agree: (e, j, b)) in chunks of 64 capsules
+// added in parallel (rfactor), then the chunks' sums (compute_root_rows).
+// Each chunk's sum is one kernel: a thread per (e, j, b) of a chunk
+// accumulates it in a register and writes it once (computed in place, init
+// and update were two kernels and the update added into memory). With
+// E == 16 a thread sums 4 e of a row as 16-byte loads.
+void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
+    RVar chunk("chunk"), within("within"), wo("wo"), wi("wi");
+    Var c("chunk_v");
+    Func parts = f.update().split(in_caps, chunk, within, 64, TailStrategy::GuardWithIf).rfactor(chunk, c);
+    Func whole = parts.in();
+    Var eo("eo"), ei("ei"), ej("ej"), ejb("ejb"), rows_o("rows_o"), rows_t("rows_t");
+    whole.compute_root().align_storage(e, 4);
+    whole.specialize(out_dim == 16)
+        .split(e, eo, ei, 4, TailStrategy::RoundUp)
+        .fuse(eo, j, ej)
+        .fuse(ej, b, ejb)
+        .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
+        .reorder(ei, rows_t, rows_o, c)
+        .gpu_threads(rows_t)
+        .gpu_blocks(rows_o, c)
+        .vectorize(ei);
+    // (e split by 1: through a split, unlike a fused e alone, bounds
+    // inference sees one e a thread.)
+    whole.split(e, eo, ei, 1)
+        .fuse(eo, j, ej)
+        .fuse(ej, b, ejb)
+        .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
+        .reorder(ei, rows_t, rows_o, c)
+        .gpu_threads(rows_t)
+        .gpu_blocks(rows_o, c);
+    parts.compute_at(whole, rows_t).store_in(MemoryType::Register);
+    // One (j, b, chunk) a thread, and at most 4 e; bounds inference through
+    // the fused index cannot see that.
+    parts.bound_extent(j, 1).bound_extent(b, 1).bound_extent(c, 1).bound_storage(e, 4);
+    parts.specialize(out_dim == 16).vectorize(e, 4, TailStrategy::RoundUp);
+    parts.update()
+        .specialize(out_dim == 16)
+        .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
+        .reorder(e, wi, wo, j, b, c)
+        .vectorize(e, 4, TailStrategy::RoundUp)
+        .unroll(wi);
+    parts.update()
+        .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
+        .reorder(wi, wo, e, j, b, c)
+        .unroll(wi);
+    compute_root_rows(f, 128);
 }
 
 // rows_predict: tiled_predict's prediction kernels (u_hat, grad_u, grad_W);
@@ -473,35 +526,40 @@ Func compute_root_rows(Func f, int threads) {
 //    as four 16-byte loads each (u_hat, v and grad_s stored with rows of E
 //    aligned to 4 floats);
 //  - grad_u_hat writes 4 e of a row as one 16-byte store;
-//  - the sums over in_caps (s, grad_v_agree) in chunks of 64 capsules are a
-//    thread per (4 e, j, b), accumulating 16-byte loads of u_hat;
-//  - the pure (j, i, b) and (e, j, b) stages run 4 batch elements a thread;
-//    grad_b0's sum over the batch is unrolled by 8.
-// Predicted: the agreements and grad_c from 97 to about 35 us each, the
-// small (j, i, b) stages to a few us; about 1145 -> 800 us at MNIST b128.
+//  - the sums over in_caps (s, grad_v_agree) in chunks of 64 capsules
+//    (chunked_rows_sum) are a thread per (4 e, j, b), accumulating 16-byte
+//    loads of u_hat in registers, one kernel a chunked sum;
+//  - the squash's row statistics and s . grad_v are computed inside v's and
+//    grad_s's threads, not as kernels of their own; grad_v is inlined;
+//  - the pure (j, i, b) stages run 4 batch elements a thread; grad_b0's sum
+//    over the batch is unrolled by 8.
 // Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-rows-
-// predict/run4, device time, `halcaps bench --device cuda --op
+// predict/run7, device time, `halcaps bench --device cuda --op
 // digitcaps_backward --shapes mnist_b128,mnist_b512 --implementations
-// tiled_predict,rows_predict --repeats 30 --seed 332`): b128 798.9 us against
-// tiled_predict's 1139.9 (1.43x), b512 2562.6 against 3968.3 (1.55x); 3.08x
-// and 2.93x the fused_split_vectors forward of the same session (259.0 and
-// 874.2 us). Under ncu (920 us a call at b128): grad_u 113, the three grad_c
-// 103, grad_W 97, the three s chunk sums 85, the two agreements 69,
-// grad_u_hat 68, u_hat 61; the e sums and chunk sums now read u_hat at
-// 2.7-3.3 TB/s, so what is left is mostly the 14 passes over u_hat-sized
-// data that this stage-per-kernel structure makes.
-// On the way (same protocol, runs 1-5 there): the first cut (fused rows and
-// the vector e sums only) 876.9 us; grad_u_hat and the chunk sums as
-// vectors 822.3; chunks of 32 capsules 840.0 (the chunk sums no faster, their
-// init and final kernels slower); the softmax's max and sum computed inside
-// c's threads and c . grad_c inside grad_logits' (three kernels fewer a
-// pass) 833.5, c and grad_logits 3.5x and 2.2x slower. Not run: the e sums
-// as 4 lanes per row (rfactor over quarters, staged in shared memory),
-// whose PTX kept scalar loads; the chunk sums' init fused into their update
-// (compute_with), which Halide refuses for two stages of one Func. Seen in
-// run 4's ncu, not yet acted on: the (e, j, b) stages (grad_s, squash_v,
-// grad_v, 20 K points) got slower with 4 batch elements a thread (grad_s
-// 3.9 -> 7.9 us): too few threads.
+// tiled_predict,rows_predict --repeats 30 --seed 362`): b128 732.1 us against
+// tiled_predict's 1141.3 (1.56x), b512 2460.1 against 3965.8 (1.61x); 2.82x
+// and 2.81x the fused_split_vectors forward of the same session (259.5 and
+// 874.3 us). Under ncu (run 6, 842 us a call at b128): grad_u 113, the three grad_c
+// 103, grad_W 98, the three s chunk sums 82, grad_u_hat 70, the two
+// agreements 69, u_hat 62; what is left is mostly the 14 passes over
+// u_hat-sized data that this stage-per-kernel structure makes.
+// History (same protocol; runs 1-7 there): the first cut (fused rows and the
+// vector e sums only) 876.9 us; grad_u_hat and the chunk sums as vectors
+// 822.3; chunks of 32 capsules 840.0 (the chunk sums no faster, their init
+// and final kernels slower); pure stages 4 batch elements a thread 798.9
+// (with the (e, j, b) stages too, which made grad_s 3.9 -> 7.9 us: too few
+// threads); then (run 6) the chunk sums' init and update in one kernel, the
+// (e, j, b) stages one point a thread, the squash statistics and s . grad_v
+// in their consumers' threads. Predicted for run 6: 40-60 us less under
+// ncu (five init kernels, grad_s back to about 4 us, nine small kernels
+// gone), about 750-765 us; measured 920 -> 842 us under ncu, 738.9 us.
+// Tried and dropped: the softmax's max and sum computed inside c's threads
+// and c . grad_c inside grad_logits' (each thread its row's sums again)
+// 833.5 us, c and grad_logits 3.5x and 2.2x slower; c and grad_logits a
+// thread per (i, b) row walking its J points, the row's sums in registers
+// (run 6, `rows_softmax`) 770.2 us against 738.9. Not run: the e sums as 4
+// lanes per row (rfactor over quarters, staged in shared memory), whose PTX
+// kept scalar loads.
 void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
     RoutingStages &r = g.forward;
     const Var e = r.e, j = r.j, i = r.i, b = r.b;
@@ -516,21 +574,49 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
     // grad_u_hat: with E == 16 a thread writes 4 e of a row as one vector;
     // otherwise root_rows.
     g.grad_u_hat.compute_root().align_storage(e, 4);
-    {
-        Var eo("eo"), ei("ei"), ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
-        g.grad_u_hat.specialize(out_dim == 16)
-            .split(e, eo, ei, 4, TailStrategy::RoundUp)
-            .fuse(eo, j, ej)
-            .fuse(ej, i, eji)
-            .split(eji, rows_o, rows_t, 256, TailStrategy::GuardWithIf)
-            .split(b, bo, bi, 8, TailStrategy::GuardWithIf)
-            .reorder(ei, bi, rows_t, rows_o, bo)
-            .gpu_threads(rows_t)
-            .gpu_blocks(rows_o, bo)
-            .unroll(bi)
-            .vectorize(ei);
-    }
+    Var eo("eo"), ei("ei"), ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
+    g.grad_u_hat.specialize(out_dim == 16)
+        .split(e, eo, ei, 4, TailStrategy::RoundUp)
+        .fuse(eo, j, ej)
+        .fuse(ej, i, eji)
+        .split(eji, rows_o, rows_t, 256, TailStrategy::GuardWithIf)
+        .split(b, bo, bi, 8, TailStrategy::GuardWithIf)
+        .reorder(ei, bi, rows_t, rows_o, bo)
+        .gpu_threads(rows_t)
+        .gpu_blocks(rows_o, bo)
+        .unroll(bi)
+        .vectorize(ei);
     root_rows(g.grad_u_hat, 8);
+
+    // The squash's statistics of a row of s over e (max_abs, norm2_scaled)
+    // and s . grad_v, per (j, b) (1280 points at MNIST b128, about 4 us a
+    // kernel under ncu, mostly launch and tail), are computed by every thread
+    // of the (e, j, b) stage that reads them: v's threads in the forward, and
+    // grad_s's, on copies of their own, in the backward. A thread's 16 reads
+    // of a row are its warp's 16 neighbours' too. grad_v, a copy, is inlined.
+    std::set<std::string> in_threads;
+    for (size_t t = 0; t < g.iterations.size(); t++) {
+        SquashStages &q = r.iterations[t].squash;
+        RoutingBackwardIteration &it = g.iterations[t];
+        const Var grad_s_thread = root_fused_rows(it.grad_s, 128);
+        compute_in_thread(it.s_dot_grad_v, it.grad_s, grad_s_thread);
+        if (t + 1 == g.iterations.size()) {
+            // The last v is not part of the backward.
+            compute_in_thread(q.max_abs, it.grad_s, grad_s_thread);
+            compute_in_thread(q.norm2_scaled, it.grad_s, grad_s_thread);
+        } else {
+            const Var v_thread = root_fused_rows(q.v, 128);
+            compute_in_thread(q.max_abs, q.v, v_thread);
+            compute_in_thread(q.norm2_scaled, q.v, v_thread);
+            Func norm2_in_grad_s = q.norm2_scaled.clone_in(it.grad_s);
+            Func max_abs_in_grad_s = q.max_abs.clone_in({it.grad_s, it.s_dot_grad_v, norm2_in_grad_s});
+            compute_in_thread(max_abs_in_grad_s, it.grad_s, grad_s_thread);
+            compute_in_thread(norm2_in_grad_s, it.grad_s, grad_s_thread);
+        }
+        for (Func f : {q.max_abs, q.norm2_scaled, q.v, it.grad_s, it.s_dot_grad_v, it.grad_v}) {
+            in_threads.insert(f.name());
+        }
+    }
 
     std::set<std::string> e_sums;
     for (const auto &it : r.iterations) {
@@ -541,47 +627,15 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
                                              g.grad_W.name()};
     const RVar in_caps = r.ri.x;
     visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {
-        if (scheduled.count(f.name())) return;
+        if (scheduled.count(f.name()) || in_threads.count(f.name())) return;
         if (in_caps_sum) {
-            // (e, j, b, chunk): the sum of a chunk of 64 input capsules,
-            // computed in place (init and update, two kernels), a thread per
-            // (e, j, b) of a chunk; with E == 16 a thread sums 4 e of a row
-            // as vectors.
-            RVar chunk("chunk"), within("within"), wo("wo"), wi("wi");
-            Var c("chunk_v");
-            Func parts = f.update().split(in_caps, chunk, within, 64, TailStrategy::GuardWithIf).rfactor(chunk, c);
-            root_fused_rows(parts, 128);
-            parts.align_storage(e, 4);
-            Var eo("eo"), ei("ei"), ej("ej"), ejb("ejb"), rows_o("rows_o"), rows_t("rows_t");
-            {
-                parts.update()
-                    .specialize(out_dim == 16)
-                    .split(e, eo, ei, 4, TailStrategy::RoundUp)
-                    .fuse(eo, j, ej)
-                    .fuse(ej, b, ejb)
-                    .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
-                    .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
-                    .reorder(ei, wi, wo, rows_t, rows_o, c)
-                    .gpu_threads(rows_t)
-                    .gpu_blocks(rows_o, c)
-                    .unroll(wi)
-                    .vectorize(ei);
-            }
-            parts.update()
-                .fuse(e, j, ej)
-                .fuse(ej, b, ejb)
-                .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
-                .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
-                .reorder(wi, wo, rows_t, rows_o, c)
-                .gpu_threads(rows_t)
-                .gpu_blocks(rows_o, c)
-                .unroll(wi);
-            compute_root_rows(f, 128);
+            chunked_rows_sum(f, in_caps, e, j, b, out_dim);
             return;
         }
-        if (!f.has_update_definition() && f.args().size() == 3) {
-            // A pure stage over (j, i, b) or (e, j, b): 4 batch elements a
-            // thread, so that its loads of them are in flight together.
+        if (!f.has_update_definition() && f.args().size() == 3 && !f.args()[0].same_as(e)) {
+            // A pure stage over (j, i, b): 4 batch elements a thread, so that
+            // its loads of them are in flight together. Not the (e, j, b)
+            // stages: at 20 K points they have too few threads for it.
             const std::vector<Var> a = f.args();
             Var rows("rows"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
             f.compute_root()

@@ -86,7 +86,7 @@ halcaps_add_kernel(digitcaps_backward           tiled_predict     cuda ITERATION
 # rows_predict: tiled_predict's prediction kernels; every other stage over
 # rows of its two innermost dimensions fused, u_hat's rows read as 16-byte
 # vectors when E == 16; the layer backward's CUDA default at 3 iterations
-# (H200, MNIST b128: 798.9 us, tiled_predict 1139.9).
+# (H200, MNIST b128: 732.1 us, tiled_predict 1141.3).
 halcaps_add_kernel(digitcaps_backward           rows_predict      cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now

@@ -210,20 +210,24 @@ TEST_CASE("cuda digitcaps: calls on device tensors without b0 or grad_b0 do not 
     const DigitCapsShape s{17, 33, 8, 10, 16};
     DigitCapsProblem p(s);
     DeviceTensor u(p.u, false), W(p.W, false), u_hat(p.u_hat, false), grad_v(p.grad_v, false);
-    const size_t busy_bytes = size_t(4) << 30;  // about 1.5 ms of memset on an H100
+    // 8 memsets of 4 GB, about 12 ms on an H100: long enough that a host-side
+    // hiccup during the call cannot make it look like it waited (one memset,
+    // about 1.5 ms, once failed that way).
+    const size_t busy_bytes = size_t(4) << 30;
+    const int busy_memsets = 8;
     void *busy = nullptr;
     cuda_ok(cudaMalloc(&busy, busy_bytes));
     cudaStream_t stream = nullptr;
     cudaEvent_t busy_done = nullptr;
     cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cuda_ok(cudaEventCreate(&busy_done));
-    // Runs `call` once to warm up, then behind the memset; returns whether the
-    // memset was still running when the call returned.
+    // Runs `call` once to warm up, then behind the memsets; returns whether the
+    // memsets were still running when the call returned.
     auto returned_early = [&](const std::function<Status()> &call) {
         REQUIRE(release_cached_device_memory().ok());
         REQUIRE(call().ok());
         cuda_ok(cudaStreamSynchronize(stream));
-        cuda_ok(cudaMemsetAsync(busy, 0, busy_bytes, stream));
+        for (int m = 0; m < busy_memsets; m++) cuda_ok(cudaMemsetAsync(busy, 0, busy_bytes, stream));
         cuda_ok(cudaEventRecord(busy_done, stream));
         const Status st = call();
         INFO(st.message);

@@ -140,7 +140,7 @@ private:
 //                       3 iterations, and only CapsNet's shapes: digitcaps()
 //                       falls back when it refuses one), else fused (829.1
 //                       us; stage_per_kernel 1183 us)
-//   digitcaps_backward  rows_predict (798.9 us, tiled_predict 1139.9 us, 2026-11-22;
+//   digitcaps_backward  rows_predict (732.1 us, tiled_predict 1141.3 us, 2026-11-22;
 //                       3 iterations), else stage_per_kernel (3964.3 us)
 //   route               stage_per_kernel (745 us against 1391 us for routing_fused)
 //   route_backward      stage_per_kernel (its tiled_stages is checked, not timed yet)
