@@ -557,9 +557,15 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // and c . grad_c inside grad_logits' (each thread its row's sums again)
 // 833.5 us, c and grad_logits 3.5x and 2.2x slower; c and grad_logits a
 // thread per (i, b) row walking its J points, the row's sums in registers
-// (run 6, `rows_softmax`) 770.2 us against 738.9. Not run: the e sums as 4
-// lanes per row (rfactor over quarters, staged in shared memory), whose PTX
-// kept scalar loads.
+// (run 6, `rows_softmax`) 770.2 us against 738.9; grad_u_hat a thread per
+// (4 e, j, b) walking 32 capsules, grad_s and v loaded once a walk (run 8):
+// 109 us under ncu against 70, a quarter of the threads; the e sums a
+// thread per (j, b) walking 16 capsules, the other factor's row loaded once
+// a walk (runs 8, 9): faster under ncu (grad_c 29 us against 34, the
+// agreements 29 against 35) but not in the pipeline, 747.0 us against
+// run 7's 732.1 (ncu flushes the caches between kernels; in the pipeline
+// those rows are L2 hits). Not run: the e sums as 4 lanes per row (rfactor
+// over quarters, staged in shared memory), whose PTX kept scalar loads.
 void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
     RoutingStages &r = g.forward;
     const Var e = r.e, j = r.j, i = r.i, b = r.b;

@@ -10,6 +10,9 @@ halcaps_add_kernel(capsule_predict              registers cuda)
 halcaps_add_kernel(capsule_predict              staged    cuda)
 halcaps_add_kernel(capsule_predict              tuned_k8  cuda)
 halcaps_add_kernel(capsule_predict              batch_vectors cuda)
+# batch_walk: the hand-written forward's design (H200, MNIST b128 38.0 us,
+# batch_vectors 47.3); the CUDA default where its fast path applies.
+halcaps_add_kernel(capsule_predict              batch_walk cuda)
 # The best point of `halcaps explore` over schedules/spaces/capsule_predict_cpu.space,
 # pasted from its best.txt (2026-11-21, MNIST b128, 2-core AMD EPYC with
 # AVX-512: 7.64 ms against 7.99 ms for tile_i=16, i.e. `cpu`, within noise).

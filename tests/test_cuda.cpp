@@ -5,7 +5,10 @@
 #define CATCH_CONFIG_RUNNER
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 
 #include "cuda_test_support.h"
 #include "digitcaps_checks.h"
@@ -54,12 +57,12 @@ void check_on_device(const std::string &op, const reference::PredictShape &shape
 
 }  // namespace
 
-// The forward's default on CUDA is batch_vectors, whose k loop is
-// specialised for in_dim 8 and runs guarded tiles of 8 otherwise: it must
-// run, and be right, at in_dim 8, 16 and 9. (Which schedule ran is not
-// visible here: the Halide forwards sum over k in the same order, so their
-// results can be bitwise equal.)
-TEST_CASE("cuda: predict's default is batch_vectors, right at in_dim 8, 16 and 9", "[cuda][default]") {
+// Outside batch_walk's fast path (a batch of 5 here) the forward's default
+// on CUDA is batch_vectors, whose k loop is specialised for in_dim 8 and runs
+// guarded tiles of 8 otherwise: it must run, and be right, at in_dim 8, 16
+// and 9. (Which schedule ran is not visible here: the Halide forwards sum
+// over k in the same order, so their results can be bitwise equal.)
+TEST_CASE("cuda: predict's default off batch_walk's shapes is right at in_dim 8, 16 and 9", "[cuda][default]") {
     for (int64_t K : {8, 16, 9}) {
         const reference::PredictShape shape{5, 7, K, 3, 16};
         PredictProblem p(shape);
@@ -71,6 +74,39 @@ TEST_CASE("cuda: predict's default is batch_vectors, right at in_dim 8, 16 and 9
         INFO(s.message);
         REQUIRE(s.ok());
         require_matches("u_hat", p.u_hat, reference::predict_f64(p.s, p.u.data(), p.W.data()), K);
+    }
+}
+
+// At batch_walk's shapes (out_dim 16, in_dim 8, a batch that is a multiple
+// of 128) the default is batch_walk when u_hat starts on an 8-byte boundary
+// and batch_vectors otherwise: right either way. batch_walk asked for by
+// name with such a host u_hat is refused with misaligned_pointer.
+TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off an 8-byte boundary",
+          "[cuda][default]") {
+    const reference::PredictShape shape{128, 5, 8, 3, 16};
+    PredictProblem p(shape);
+    INFO("seed " << seed() << ", shape " << shape_name(shape));
+    const std::vector<double> expected = reference::predict_f64(p.s, p.u.data(), p.W.data());
+    std::vector<float> storage(p.u_hat.size() + 2);
+    float *aligned = storage.data() + (reinterpret_cast<std::uintptr_t>(storage.data()) % 8 == 0 ? 0 : 1);
+    float *off_boundary = aligned + 1;
+    for (float *out : {aligned, off_boundary}) {
+        INFO("u_hat at byte offset " << reinterpret_cast<std::uintptr_t>(out) % 8 << " from an 8-byte boundary");
+        std::fill(out, out + p.u_hat.size(), std::numeric_limits<float>::quiet_NaN());
+        TensorView u_hat = host_view(p.u_hat, p.u_hat_shape());
+        u_hat.data = out;
+        Options o;
+        o.device = Device::cuda;
+        const Status s = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), u_hat, o);
+        INFO(s.message);
+        REQUIRE(s.ok());
+        require_matches("u_hat", std::vector<float>(out, out + p.u_hat.size()), expected, shape.in_dim);
+        if (out == off_boundary) {
+            o.implementation = "batch_walk";
+            const Status refused = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), u_hat, o);
+            REQUIRE(refused.code == StatusCode::misaligned_pointer);
+            REQUIRE(refused.message.find("u_hat") != std::string::npos);
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 // Entry points for capsule prediction: argument checks, device and
 // implementation choice, then the Halide kernels.
+#include <cstdint>
+
 #include "argument_checks.h"
 #include "halide_call.h"
 #include "hand_cuda.h"
@@ -17,6 +19,16 @@ using detail::check_device_ready;
 using detail::chosen_implementation;
 using detail::find_kernel;
 
+// batch_walk's fast path (schedules/capsule_prediction_schedules.cpp,
+// predict_batch_walk): out_dim 16, in_dim 8, a batch that is a multiple of
+// 128. Its kernel stores 8 bytes at a time and so requires u_hat to start on
+// an 8-byte boundary (a Halide error otherwise); device tensors are 16-byte
+// aligned already (halide_call.cpp), a host tensor may not be.
+bool batch_walk_fits(const TensorView &u, const TensorView &u_hat) {
+    return u_hat.shape[3] == 16 && u.shape[2] == 8 && u_hat.shape[0] % 128 == 0 &&
+           reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 == 0;
+}
+
 }  // namespace
 
 std::string default_implementation(Device device) { return device == Device::cuda ? "tuned" : "cpu"; }
@@ -32,11 +44,21 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     if (Status s = check_device_ready(op, device); !s.ok()) return s;
 
     std::string implementation = chosen_implementation(options, device);
-    // On CUDA the forward's default is `batch_vectors`, the fastest Halide
-    // forward measured on an H200 (2026-11-21, device time, seed 151): MNIST
-    // b128 47.5 us (tuned 48.9), b512 176.4 (182.4), wide b32 (K = 16) 107.1
-    // (tuned_k8 109.8, tuned 148.0). The gradients keep `tuned`.
-    if (options.implementation.empty() && device == Device::cuda) implementation = "batch_vectors";
+    // On CUDA the forward's default is `batch_walk` where its fast path
+    // applies (batch_walk_fits), else `batch_vectors`: the fastest Halide
+    // forwards measured on an H200 (2026-11-22, device time, seed 391,
+    // bench/results/nvidia-h200-batch-walk/final): MNIST b128 batch_walk
+    // 38.0 us (batch_vectors 47.3), b512 132.2 (175.6); wide b32 (K = 16,
+    // outside the fast path) batch_vectors 106.7 (batch_walk 1112.6). The
+    // gradients keep `tuned`.
+    if (options.implementation.empty() && device == Device::cuda) {
+        implementation = batch_walk_fits(u, u_hat) ? "batch_walk" : "batch_vectors";
+    }
+    if (implementation == "batch_walk" && reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 != 0) {
+        return {StatusCode::misaligned_pointer,
+                std::string(op) + ": u_hat does not start on an 8-byte boundary, which batch_walk's 8-byte stores "
+                                  "need"};
+    }
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_predict(implementation, u, W, u_hat, options);
     }

@@ -29,6 +29,7 @@ enum class StatusCode {
     unsupported_shape,       // valid arguments the chosen implementation does not handle
                              // (capsconv's winograd ones: 3x3 filters at stride 1 only)
     misaligned_pointer,      // a CUDA tensor for a Halide kernel is not 16-byte aligned
+                             // (or u_hat not 8-byte aligned for predict's batch_walk)
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
@@ -166,8 +167,10 @@ struct ImplementationInfo {
 std::vector<ImplementationInfo> list_implementations();
 // The prediction's default on `device` ("tuned" on CUDA, "cpu" on the CPU).
 // Some operators pick their own: predict's forward on CUDA runs
-// "batch_vectors"; routing, the DigitCaps layer and the capsule convolution
-// have their own defaults (README).
+// "batch_walk" where its fast path applies (out_dim 16, in_dim 8, a batch
+// that is a multiple of 128, u_hat 8-byte aligned), else "batch_vectors";
+// routing, the DigitCaps layer and the capsule convolution have their own
+// defaults (README).
 std::string default_implementation(Device device);
 
 // Whether this build carries CUDA code, and whether a CUDA device is usable now.
