@@ -217,7 +217,10 @@ void predict_batch_vectors(PredictStages &s) {
 // 132.2 (175.6, 125.3; 71.1%, 7.1x). The first cut, whose stores were two
 // 4-byte ones (try1 there), took 40.4 / 139.3. ncu at b128: 40 registers,
 // 65% of the warps active, L1 91% busy (the hand kernel: 60%, with
-// evict-first stores that Halide cannot emit).
+// evict-first stores that Halide cannot emit). Tried the same day (try2
+// there, seed 401): 4 e a thread with 16-byte stores, 8 x 16 threads each
+// walking 8 rows, 48.5 / 169.9 us against 39.2 / 132.7 (64 registers, 46%
+// of the warps active), dropped.
 void predict_batch_walk(PredictStages &s) {
     const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
     const Expr batch = s.u_hat.output_buffer().dim(3).extent();

@@ -87,8 +87,9 @@ TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off
     PredictProblem p(shape);
     INFO("seed " << seed() << ", shape " << shape_name(shape));
     const std::vector<double> expected = reference::predict_f64(p.s, p.u.data(), p.W.data());
-    std::vector<float> storage(p.u_hat.size() + 2);
-    float *aligned = storage.data() + (reinterpret_cast<std::uintptr_t>(storage.data()) % 8 == 0 ? 0 : 1);
+    std::vector<float> storage(p.u_hat.size() + 4);
+    float *aligned = storage.data();
+    while (reinterpret_cast<std::uintptr_t>(aligned) % 16 != 0) aligned++;
     float *off_boundary = aligned + 1;
     for (float *out : {aligned, off_boundary}) {
         INFO("u_hat at byte offset " << reinterpret_cast<std::uintptr_t>(out) % 8 << " from an 8-byte boundary");
