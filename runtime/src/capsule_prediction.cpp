@@ -54,7 +54,8 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     if (options.implementation.empty() && device == Device::cuda) {
         implementation = batch_walk_fits(u, u_hat) ? "batch_walk" : "batch_vectors";
     }
-    if (implementation == "batch_walk" && reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 != 0) {
+    if (device == Device::cuda && implementation == "batch_walk" &&
+        reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 != 0) {
         return {StatusCode::misaligned_pointer,
                 std::string(op) + ": u_hat does not start on an 8-byte boundary, which batch_walk's 8-byte stores "
                                   "need"};
