@@ -328,25 +328,30 @@ void backward_tiled_stages(RoutingBackwardStages &g, bool digitcaps) {
     for (Func f : g.outputs) root_tiled(f);
 }
 
-// A pure Func over (e, j, i, b), u_hat's shape, computed whole: threads over
-// 256 consecutive points of the fused (e, j, i) index, contiguous in memory
-// (a warp writes 128 contiguous bytes), each thread walking `batch_tile`
-// batch elements (unrolled: independent loads in flight); blocks over the
-// rest. root_tiled's 16 x 16 (e, j) tiles instead run a block of 160 live
-// threads per (i, b), and at J = 10 leave 6 of 16 rows idle.
-void root_rows(Func f, int batch_tile) {
-    const std::vector<Var> a = f.args();  // (e, j, i, b)
-    Var ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
-    f.compute_root()
-        .fuse(a[0], a[1], ej)
-        .fuse(ej, a[2], eji)
-        .split(eji, rows_o, rows_t, 256, TailStrategy::GuardWithIf)
-        .split(a[3], bo, bi, batch_tile, TailStrategy::GuardWithIf)
+// A pure Func computed whole, its dimensions but the last fused into one
+// index (contiguous in memory): threads over `threads` consecutive points of
+// it, each thread walking `batch_tile` points of the last dimension, the
+// batch (unrolled: independent loads in flight); blocks over the rest.
+// For u_hat's shape (e, j, i, b) root_tiled's 16 x 16 (e, j) tiles instead
+// run a block of 160 live threads per (i, b), and at J = 10 leave 6 of 16
+// rows idle.
+void root_rows(Func f, int threads, int batch_tile) {
+    const std::vector<Var> a = f.args();
+    Var rows = a[0], rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
+    f.compute_root();
+    for (size_t d = 1; d + 1 < a.size(); d++) {
+        Var fused(rows.name() + a[d].name());
+        f.fuse(rows, a[d], fused);
+        rows = fused;
+    }
+    f.split(rows, rows_o, rows_t, threads, TailStrategy::GuardWithIf)
+        .split(a.back(), bo, bi, batch_tile, TailStrategy::GuardWithIf)
         .reorder(bi, rows_t, rows_o, bo)
         .gpu_threads(rows_t)
         .gpu_blocks(rows_o, bo)
         .unroll(bi);
 }
+
 // The prediction's kernels of the layer's backward (u_hat, grad_u, grad_W),
 // as tiled_predict and rows_predict schedule them (tiled_predict's comment
 // says why). Returns u_hat's stored copy.
@@ -413,7 +418,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g) 
 void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
     RoutingStages &r = g.forward;
     schedule_prediction_stages(target, g);
-    root_rows(g.grad_u_hat, 8);
+    root_rows(g.grad_u_hat, 256, 8);
 
     // Every other stage as tiled_stages computes it.
     const std::set<std::string> scheduled = {r.u_hat.name(), g.grad_u_hat.name(), g.grad_u.name(),
@@ -480,40 +485,35 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
     Func parts = f.update().split(in_caps, chunk, within, 64, TailStrategy::GuardWithIf).rfactor(chunk, c);
     Func whole = parts.in();
     Var eo("eo"), ei("ei"), ej("ej"), ejb("ejb"), rows_o("rows_o"), rows_t("rows_t");
-    whole.compute_root().align_storage(e, 4);
-    whole.specialize(out_dim == 16)
-        .split(e, eo, ei, 4, TailStrategy::RoundUp)
-        .fuse(eo, j, ej)
-        .fuse(ej, b, ejb)
-        .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
-        .reorder(ei, rows_t, rows_o, c)
-        .gpu_threads(rows_t)
-        .gpu_blocks(rows_o, c)
-        .vectorize(ei);
-    // (e split by 1: through a split, unlike a fused e alone, bounds
+    // A thread per (e_vector e, j, b) of a chunk. (With one e a thread, e is
+    // still split by 1: through a split, unlike a fused e alone, bounds
     // inference sees one e a thread.)
-    whole.split(e, eo, ei, 1)
-        .fuse(eo, j, ej)
-        .fuse(ej, b, ejb)
-        .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
-        .reorder(ei, rows_t, rows_o, c)
-        .gpu_threads(rows_t)
-        .gpu_blocks(rows_o, c);
+    auto threads = [&](Stage s, int e_vector, TailStrategy e_tail) {
+        s.split(e, eo, ei, e_vector, e_tail)
+            .fuse(eo, j, ej)
+            .fuse(ej, b, ejb)
+            .split(ejb, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
+            .reorder(ei, rows_t, rows_o, c)
+            .gpu_threads(rows_t)
+            .gpu_blocks(rows_o, c);
+    };
+    whole.compute_root().align_storage(e, 4);
+    threads(whole.specialize(out_dim == 16), 4, TailStrategy::RoundUp);
+    whole.specialize(out_dim == 16).vectorize(ei);
+    threads(whole, 1, TailStrategy::Auto);
     parts.compute_at(whole, rows_t).store_in(MemoryType::Register);
     // One (j, b, chunk) a thread, and at most 4 e; bounds inference through
     // the fused index cannot see that.
     parts.bound_extent(j, 1).bound_extent(b, 1).bound_extent(c, 1).bound_storage(e, 4);
     parts.specialize(out_dim == 16).vectorize(e, 4, TailStrategy::RoundUp);
-    parts.update()
-        .specialize(out_dim == 16)
-        .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
+    // The chunk's capsules 4 at a time, unrolled; with E == 16 each a vector
+    // of the thread's 4 e.
+    auto walk = [&](Stage s) { return s.split(within, wo, wi, 4, TailStrategy::GuardWithIf); };
+    walk(parts.update().specialize(out_dim == 16))
         .reorder(e, wi, wo, j, b, c)
         .vectorize(e, 4, TailStrategy::RoundUp)
         .unroll(wi);
-    parts.update()
-        .split(within, wo, wi, 4, TailStrategy::GuardWithIf)
-        .reorder(wi, wo, e, j, b, c)
-        .unroll(wi);
+    walk(parts.update()).reorder(wi, wo, e, j, b, c).unroll(wi);
     compute_root_rows(f, 128);
 }
 
@@ -592,7 +592,7 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
         .gpu_blocks(rows_o, bo)
         .unroll(bi)
         .vectorize(ei);
-    root_rows(g.grad_u_hat, 8);
+    root_rows(g.grad_u_hat, 256, 8);
 
     // The squash's statistics of a row of s over e (max_abs, norm2_scaled)
     // and s . grad_v, per (j, b) (1280 points at MNIST b128, about 4 us a
@@ -642,16 +642,7 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
             // A pure stage over (j, i, b): 4 batch elements a thread, so that
             // its loads of them are in flight together. Not the (e, j, b)
             // stages: at 20 K points they have too few threads for it.
-            const std::vector<Var> a = f.args();
-            Var rows("rows"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
-            f.compute_root()
-                .fuse(a[0], a[1], rows)
-                .split(rows, rows_o, rows_t, 128, TailStrategy::GuardWithIf)
-                .split(a[2], bo, bi, 4, TailStrategy::GuardWithIf)
-                .reorder(bi, rows_t, rows_o, bo)
-                .gpu_threads(rows_t)
-                .gpu_blocks(rows_o, bo)
-                .unroll(bi);
+            root_rows(f, 128, 4);
             return;
         }
         Func inner = compute_root_rows(f, 128);

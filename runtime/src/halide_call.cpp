@@ -79,6 +79,10 @@ Status status_from_halide(const char *op, int error_code, const std::string &err
     // A schedule that handles only some shapes says so with specialize_fail
     // (capsconv's staged_rows: tiles past the launch's shared memory).
     if (error_code == halide_error_code_specialize_fail) return {StatusCode::unsupported_shape, message};
+    // A kernel that declares a buffer's start aligned (predict's batch_walk:
+    // u_hat, 8 bytes) checks a host pointer before any work; Halide's message
+    // names the buffer.
+    if (error_code == halide_error_code_unaligned_host_ptr) return {StatusCode::misaligned_pointer, message};
     if (is_device_error(error_code)) return {StatusCode::cuda_error, message};
     return {StatusCode::internal_error, message};
 }

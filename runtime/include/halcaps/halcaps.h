@@ -29,7 +29,8 @@ enum class StatusCode {
     unsupported_shape,       // valid arguments the chosen implementation does not handle
                              // (capsconv's winograd ones: 3x3 filters at stride 1 only)
     misaligned_pointer,      // a CUDA tensor for a Halide kernel is not 16-byte aligned
-                             // (or u_hat not 8-byte aligned for predict's batch_walk)
+                             // (or a host tensor not aligned as its kernel declares:
+                             // u_hat, 8 bytes, for predict's batch_walk)
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
