@@ -207,7 +207,7 @@ void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
 // The backward's reads of u and W, shaped for the capsule prediction's tuned
 // GPU schedules (schedule tiled_predict), which compute whole register tiles
 // and leave a tile's points past an edge unstored (the fused layer's u too,
-// for fused_split_vectors' batch tiles):
+// for the fused_split variants' batch tiles):
 //  - an index such a tile really runs past (k past in_dim in tiles of 8, b
 //    past the batch in batch tiles) is clamped: the same values in range;
 //  - an index only bounds inference overestimates (W's e and j, taken by the
@@ -434,9 +434,9 @@ public:
         f.rj = RDom(0, W.dim(2).extent(), "rj");
         f.re = RDom(0, W.dim(1).extent(), "re");
         f.rk = RDom(0, u.dim(0).extent(), "rk");
-        // u read through prediction_u's clamps: fused_split_vectors computes
-        // a thread's whole tile of 32 batch elements past the batch's end
-        // (those are never stored), and reads u there.
+        // u read through prediction_u's clamps: the fused_split variants
+        // compute a thread's whole tile of batch elements past the batch's
+        // end (those are never stored, or stored in padding), and read u there.
         f.u = prediction_u(u);
         // W's reads clamped to its in_caps extent: every read the algorithm
         // makes is in range and unchanged. A schedule may compute a capsule's

@@ -80,12 +80,15 @@ struct SplitGpuTiling {
     bool batch_vectors;  // partial-sum kernel: a thread per (e, j) with batch_tile batch accumulators
                          // (split_partials_batch_vectors) instead of a thread per (b, j)
     int batch_tile = 32; // batch_vectors: batch elements a thread (a multiple of 16)
+    bool logits_vectors = false;  // logits kernel: a thread per (j, 4 batch elements) walking e
+                                  // (split_logits_batch_vectors) instead of a thread per (b, j)
 };
 
 const std::vector<std::pair<std::string, SplitGpuTiling>> &split_variants() {
     static const std::vector<std::pair<std::string, SplitGpuTiling>> v = {
         {"fused_split", {6, 6, 8, false}},
         {"fused_split_vectors", {10, 6, 8, true}},
+        {"fused_split_all_vectors", {10, 3, 8, true, 32, true}},
     };
     return v;
 }
@@ -288,14 +291,14 @@ Func e_row(Func staged, Func user, const LoopLevel &level) {
 // together (a block's staging is otherwise a chain of L2 latencies longer
 // than its compute). W_in clamps the capsule index, so the fixed extent is
 // safe at the last chunk. Stored e innermost: a k's 16 e values are four
-// 16-byte rows.
-void stage_W(Func W_tile, const LoopLevel &level, int capsules) {
+// 16-byte rows (or, !e_innermost, as W is: an e's 8 k values are two).
+void stage_W(Func W_tile, const LoopLevel &level, int capsules, bool e_innermost = true) {
     std::vector<Var> a = W_tile.args();  // (k, e, j, i)
     Var ke("W_ke"), keo("W_keo"), thread_x("W_x");
+    if (e_innermost) W_tile.reorder_storage(a[1], a[0], a[2], a[3]);
     W_tile.compute_at(level)
         .store_in(MemoryType::GPUShared)
         .bound_extent(a[3], capsules)
-        .reorder_storage(a[1], a[0], a[2], a[3])
         .fuse(a[0], a[1], ke)
         .split(ke, keo, thread_x, 32, TailStrategy::GuardWithIf)
         .reorder(keo, a[3], thread_x, a[2])
@@ -334,7 +337,8 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
     e_row(W_tile, u_hat, LoopLevel(u_hat, f.rk.x));
 }
 
-// fused_split and fused_split_vectors: per routing iteration, the pass as up
+// fused_split, fused_split_vectors and fused_split_all_vectors: per routing
+// iteration, the pass as up
 // to four kernels, each
 // recomputing the u_hat it needs in registers, with no barrier inside any
 // loop over input capsules (`fused` has three per capsule). CapsNet's
@@ -355,7 +359,9 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
 //                   u and c (the softmax over j, computed while staging)
 //                   in shared memory; each thread adds c · u_hat into 16
 //                   registers (one per e) over the chunk and writes them
-//                   (fused_split_vectors: split_partials_batch_vectors).
+//                   (fused_split_vectors and fused_split_all_vectors:
+//                   split_partials_batch_vectors; fused_split_all_vectors'
+//                   logits kernels: split_logits_batch_vectors).
 //   group sums      the chunks' partial sums in partial_groups groups, one
 //                   kernel (until 2026-11-21 two: init and update).
 //   squash kernel   one block per batch element: the groups' sum, squash.
@@ -425,6 +431,121 @@ void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, si
     stage_W(W_tile, LoopLevel(p.logits, io), tile.logits_i_tile);
     u_hat_all_e(u_hat, W_tile, f, LoopLevel(p.logits, ii));
     stage_u(f.u.in(u_hat), u_hat, LoopLevel(p.logits, io), LoopLevel(p.logits, ii));
+}
+
+// fused_split_all_vectors' logits kernel of pass t > 0: the partial-sum kernel's
+// batch vectors applied to the agreement. Blocks over (128 batch elements,
+// logits_i_tile capsules), threads over (32 groups of 4 batch elements, j);
+// a warp shares one j, so W's rows are the same for all its lanes. Per
+// capsule a thread loads its 4 batch elements' u rows into registers (8
+// 4-wide vectors, from a tile staged batch innermost), then walks e: the
+// capsule's W row of that e (two 16-byte shared broadcasts), u_hat of its 4
+// batch elements (8 vector FMAs), and the agreement with v_sum (one 16-byte
+// global load of a copy stored batch innermost, L1-resident). Per capsule
+// and e: 3 loads for 36 FMAs a thread, against 2 loads for 9 in the thread
+// per (b, j) (fused_split's logits kernel, 1.9 FMAs per shared-memory
+// wavefront under ncu). The batch is covered in whole tiles of 128 (the
+// logits and v_sum stored padded; u read clamped), so no store is guarded.
+// Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 128, for
+// logits_i_tile (3) capsules: out_caps up to 24 within 48 KB.
+// Predicted: these kernels from 62 / 83 us under ncu (the thread per (b, j))
+// to 25-30 us each, the layer at MNIST b128 from about 259 to 190-200 us.
+// Measured 2026-11-22 on an NVIDIA H200 (device time, `halcaps bench
+// --device cuda --op digitcaps --shapes mnist_b128,mnist_b512 --seed 401`,
+// bench/results/nvidia-h200-all-vectors/): the layer 185.1 us at b128
+// against fused_split_vectors' 261.4 in the same run, b512 572.1 against
+// 884.3; under ncu the logits kernels 27.4-29.0 us, 64 registers, no
+// spills, L1 53% busy. Blocks of 2 and 4 capsules (same run): 194.6 / 576.6
+// and 196.1 / 577.3 us; not kept.
+void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t,
+                                const SplitShape &shape) {
+    const Var j = f.j, i = f.i, b = f.b;
+    FusedPass &p = f.passes[t];
+    constexpr int vector = 4, lanes = 32, batch_tile = vector * lanes;
+    Var bo("lv_bo"), bl("lv_bl"), bq("lv_bq"), bv("lv_bv"), io("lv_io"), ii("lv_ii");
+    p.logits.compute_root()
+        .align_bounds(b, batch_tile)
+        .reorder_storage(b, j, i)
+        .split(b, bo, bl, batch_tile, TailStrategy::RoundUp)
+        .split(bl, bq, bv, vector)
+        .split(i, io, ii, tile.logits_i_tile, TailStrategy::GuardWithIf)
+        .reorder(bv, ii, bq, j, io, bo)
+        .vectorize(bv)
+        .gpu_threads(bq, j)
+        .gpu_blocks(io, bo);
+    p.logits.specialize(shape.fits);
+    p.logits.specialize_fail(shape.refusal);
+
+    // v[0] + ... + v[t-1], batch innermost, one small kernel.
+    {
+        const std::vector<Var> a = p.v_sum.args();  // (e, j, b)
+        Var vo("vs_bo"), vi("vs_bi");
+        p.v_sum.compute_root()
+            .align_bounds(a[2], batch_tile)
+            .reorder_storage(a[2], a[0], a[1])
+            .split(a[2], vo, vi, lanes, TailStrategy::RoundUp)
+            .reorder(vi, a[0], vo, a[1])
+            .gpu_threads(vi, a[0])
+            .gpu_blocks(vo, a[1]);
+    }
+
+    const std::vector<Var> ga = p.agreement.args();  // (j, i, b)
+    p.agreement.compute_at(p.logits, ii)
+        .store_in(MemoryType::Register)
+        .bound_extent(ga[2], vector)
+        .vectorize(ga[2]);
+    p.agreement.update().reorder(ga[2], f.re.x).vectorize(ga[2]);
+
+    // u_hat of the thread's 4 batch elements at one e, a vector.
+    Func u_hat = p.u_hat.clone_in(p.agreement);
+    const std::vector<Var> ua = u_hat.args();  // (e, j, i, b)
+    const LoopLevel per_e(p.agreement, f.re.x);
+    u_hat.compute_at(per_e)
+        .store_in(MemoryType::Register)
+        .bound_extent(ua[0], 1)
+        .bound_extent(ua[3], vector)
+        .vectorize(ua[3]);
+    u_hat.update().reorder(ua[3], f.rk.x).vectorize(ua[3]).unroll(f.rk.x);
+
+    // W of the block's capsules in shared memory as W is (k innermost),
+    // the e's row of 8 read as two 16-byte broadcasts.
+    Func W_tile = f.W.in(u_hat);
+    stage_W(W_tile, LoopLevel(p.logits, io), tile.logits_i_tile, false);
+    k_row(W_tile, u_hat, per_e);
+
+    // u of the block's capsules and 128 batch elements, batch innermost,
+    // copied by threads over ((k, 4 batch elements), capsule), walking the
+    // 32 groups of 4 (a warp reads 4 rows of 32 bytes); then the thread's
+    // 8 x 4 values in registers, once a capsule. (Threads over the block's
+    // first dimension only up to 32 and its second up to the logits_i_tile
+    // capsules, within the block's 32 x out_caps.)
+    Func u_tile = f.u.in(u_hat);
+    {
+        const std::vector<Var> a = u_tile.args();  // (k, i, b)
+        Var so("u_bo"), si("u_bi"), kb("u_kb");
+        u_tile.compute_at(p.logits, io)
+            .store_in(MemoryType::GPUShared)
+            .align_bounds(a[2], batch_tile)
+            .bound_extent(a[2], batch_tile)
+            .bound_extent(a[0], 8)
+            .reorder_storage(a[2], a[0], a[1])
+            .split(a[2], so, si, vector)
+            .reorder(a[0], si, so, a[1])
+            .fuse(a[0], si, kb)
+            .unroll(so)
+            .gpu_threads(kb, a[1]);
+    }
+    {
+        Func u_row = u_tile.in(u_hat);
+        const std::vector<Var> a = u_row.args();  // (k, i, b)
+        u_row.compute_at(p.logits, ii)
+            .store_in(MemoryType::Register)
+            .bound_extent(a[0], 8)
+            .bound_extent(a[1], 1)
+            .bound_extent(a[2], vector)
+            .vectorize(a[2])
+            .unroll(a[0]);
+    }
 }
 
 // The softmax over j of pass p's staged c tile: the max and sum of each
@@ -640,7 +761,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     const Var e = f.e, j = f.j, b = f.b;
     // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32, c J x 32.
     const Expr J = f.rj.x.extent();
-    const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * 32);
+    const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * (tile.logits_vectors ? 128 : 32));
     const Expr part_bytes = tile.batch_vectors ? 4 * tile.in_chunk * tile.batch_tile * (8 + J)
                                                : 4 * tile.in_chunk * (8 * 16 * J + 8 * 32 + J * 32);
     const Expr fits = f.rk.x.extent() == 8 && f.re.x.extent() == 16 &&
@@ -677,7 +798,8 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     for (size_t t = 0; t < n; t++) {
         FusedPass &p = f.passes[t];
         const std::string tag = std::to_string(t);
-        if (t > 0) split_logits_kernel(tile, f, t, shape);
+        if (t > 0 && tile.logits_vectors) split_logits_batch_vectors(tile, f, t, shape);
+        if (t > 0 && !tile.logits_vectors) split_logits_kernel(tile, f, t, shape);
 
         // --- partial sums of s over chunks of input capsules.
         RVar rio("rio" + tag), rii("rii" + tag);

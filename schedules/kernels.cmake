@@ -56,10 +56,14 @@ halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATION
 # (bench/results/nvidia-h100-fused-split/).
 halcaps_add_kernel(digitcaps_fused              fused_split       cuda ITERATIONS 3)
 # fused_split_vectors: fused_split's logits kernels, partial-sum kernels with
-# a thread per (e, j) and 32 batch accumulators; the CUDA default where it
-# applies (the same shapes as fused_split), 1.6x faster than fused_split on
-# an H200 (bench/results/nvidia-h200-fused-split-vectors/).
+# a thread per (e, j) and 32 batch accumulators; 1.6x faster than fused_split
+# on an H200 (bench/results/nvidia-h200-fused-split-vectors/).
 halcaps_add_kernel(digitcaps_fused              fused_split_vectors cuda ITERATIONS 3)
+# fused_split_all_vectors: fused_split_vectors with logits kernels of batch
+# vectors too (a thread per (j, 4 batch elements) walking e); the CUDA default
+# where it applies (in_dim 8, out_dim 16, out_caps up to 24), 1.4x faster than
+# fused_split_vectors on an H200 (bench/results/nvidia-h200-all-vectors/).
+halcaps_add_kernel(digitcaps_fused              fused_split_all_vectors cuda ITERATIONS 3)
 # The best point of digitcaps_fused_cuda.space found by `halcaps explore`
 # (H200, MNIST b128: 790.6 us against fused's 834.9 in the same explore run;
 # bench/results/nvidia-h200-barham-isard/); fused stays the default (ahead at b512).

@@ -37,7 +37,7 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         INFO(variant);
         REQUIRE(std::find(at3.begin(), at3.end(), variant) != at3.end());
     }
-    // No implementation named: fused_split_vectors runs where it applies (3
+    // No implementation named: fused_split_all_vectors runs where it applies (3
     // iterations, in_dim 8, out_dim 16), else the fused passes (a wrong
     // default would still pass the check, so compare with the implementation
     // named explicitly: bitwise equal).
@@ -46,7 +46,7 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         int iterations;
         const char *expected;
     };
-    for (const DefaultCase &c : std::vector<DefaultCase>{{{17, 33, 8, 10, 16}, 3, "fused_split_vectors"},
+    for (const DefaultCase &c : std::vector<DefaultCase>{{{17, 33, 8, 10, 16}, 3, "fused_split_all_vectors"},
                                                          {{17, 33, 8, 10, 16}, 1, "fused"},
                                                          {{17, 33, 4, 10, 16}, 3, "fused"},
                                                          {{17, 33, 8, 10, 12}, 3, "fused"}}) {
@@ -312,10 +312,13 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
     // The fused_split schedules' logits kernels stage W for 6 capsules at a
     // time (8 x 16 x J floats each, with u's tile); fused_split's partial-sum
     // kernels the same with c's tile too (48 KB: out_caps up to 11),
-    // fused_split_vectors' only u's and c's for 10 capsules (up to 14).
-    for (int out_caps : {10, 11, 12, 14, 15, 32}) {
-        for (const std::string implementation : {"fused_split", "fused_split_vectors"}) {
-            const int logits_bytes = 4 * 6 * (8 * 16 * out_caps + 8 * 32);
+    // fused_split_vectors' only u's and c's for 10 capsules (up to 14, its
+    // logits kernels'); fused_split_all_vectors' logits kernels W and u's
+    // 128 batch elements for 3 capsules (up to 24).
+    for (int out_caps : {10, 11, 12, 14, 15, 24, 25, 32}) {
+        for (const std::string implementation : {"fused_split", "fused_split_vectors", "fused_split_all_vectors"}) {
+            const int logits_bytes = implementation == "fused_split_all_vectors" ? 4 * 3 * (8 * 16 * out_caps + 8 * 128)
+                                                                                 : 4 * 6 * (8 * 16 * out_caps + 8 * 32);
             const int partial_bytes = implementation == "fused_split" ? 4 * 6 * (8 * 16 * out_caps + 8 * 32 + out_caps * 32)
                                                                       : 4 * 10 * (8 * 32 + out_caps * 32);
             const DigitCapsShape s{9, 13, 8, out_caps, 16};

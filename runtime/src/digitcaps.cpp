@@ -136,10 +136,10 @@ private:
 // On CUDA an op's default is the fastest measured that is built for the
 // iteration count (H200, MNIST b128, 2026-11-21): `preferred` where built,
 // else `base`, whose lookup status is returned when neither is.
-//   digitcaps           fused_split_vectors (259.1 us, fused_split 413.6 us;
-//                       3 iterations, and only CapsNet's shapes: digitcaps()
-//                       falls back when it refuses one), else fused (829.1
-//                       us; stage_per_kernel 1183 us)
+//   digitcaps           fused_split_all_vectors (185.1 us, fused_split_vectors
+//                       261.4 us, 2026-11-22; 3 iterations, and only CapsNet's
+//                       shapes: digitcaps() falls back when it refuses one),
+//                       else fused (829.1 us; stage_per_kernel 1183 us)
 //   digitcaps_backward  rows_predict (732.1 us, tiled_predict 1141.3 us, 2026-11-22;
 //                       3 iterations), else stage_per_kernel (3964.3 us)
 //   route               stage_per_kernel (745 us against 1391 us for routing_fused)
@@ -149,7 +149,7 @@ struct CudaDefault {
     const char *base;
 };
 CudaDefault cuda_default(const std::string &op) {
-    if (op == "digitcaps") return {"fused_split_vectors", "fused"};
+    if (op == "digitcaps") return {"fused_split_all_vectors", "fused"};
     if (op == "digitcaps_backward") return {"rows_predict", "stage_per_kernel"};
     return {nullptr, "stage_per_kernel"};
 }
@@ -288,11 +288,12 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     if (!options.implementation.empty() || device != Device::cuda) return run(kernel);
     // The CUDA default refuses some shapes before any device work: the
     // fused_split schedules all but CapsNet's (in_dim 8, out_dim 16, out_caps
-    // up to 14; fused_split up to 11), the fused passes those whose blocks
-    // would need more than 48 KB of shared memory. Each refusal hands the
-    // call to the next in this order (fused_split refuses what
-    // fused_split_vectors refuses, so it is not in it).
-    const std::vector<std::string> by_speed = {"fused_split_vectors", "fused", "stage_per_kernel"};
+    // up to 24; fused_split_vectors up to 14, fused_split up to 11), the fused
+    // passes those whose blocks would need more than 48 KB of shared memory.
+    // Each refusal hands the call to the next in this order (the other
+    // fused_split variants refuse what fused_split_all_vectors refuses, so
+    // they are not in it).
+    const std::vector<std::string> by_speed = {"fused_split_all_vectors", "fused", "stage_per_kernel"};
     Status status = run(kernel);
     auto next = std::find(by_speed.begin(), by_speed.end(), kernel->schedule);
     if (next != by_speed.end()) ++next;
