@@ -338,15 +338,16 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
 }
 
 // fused_split, fused_split_vectors and fused_split_all_vectors: per routing
-// iteration, the pass as up
-// to four kernels, each
-// recomputing the u_hat it needs in registers, with no barrier inside any
+// iteration, the pass as up to four kernels, each recomputing the u_hat it
+// needs in registers, with no barrier inside any
 // loop over input capsules (`fused` has three per capsule). CapsNet's
 // shape only: in_dim 8 and out_dim 16 (u and W read as rows of 8 floats, v
 // and the partial sums held as 16 registers); the runtime refuses other
-// shapes (unsupported_shape) before any device work. Both heavy kernels run
-// a thread per (batch element, j), a warp over 32 batch elements of one j,
-// so W's rows are the same for the whole warp (shared-memory broadcasts).
+// shapes (unsupported_shape) before any device work. In fused_split both
+// heavy kernels run a thread per (batch element, j), a warp over 32 batch
+// elements of one j, so W's rows are the same for the whole warp
+// (shared-memory broadcasts); the vectors variants' kernels are described
+// above their own functions.
 // Per pass t:
 //   logits kernel   (t > 0) blocks over (32 batch elements, logits_i_tile
 //                   capsules), W's and u's tiles staged in shared memory;
@@ -442,9 +443,9 @@ void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, si
 // capsule's W row of that e (two 16-byte shared broadcasts), u_hat of its 4
 // batch elements (8 vector FMAs), and the agreement with v_sum (one 16-byte
 // global load of a copy stored batch innermost, L1-resident). Per capsule
-// and e: 3 loads for 36 FMAs a thread, against 2 loads for 9 in the thread
-// per (b, j) (fused_split's logits kernel, 1.9 FMAs per shared-memory
-// wavefront under ncu). The batch is covered in whole tiles of 128 (the
+// and e: 3 loads for 36 FMAs a thread, against one 16-byte W load per 4
+// FMAs in the thread per (b, j) (fused_split's logits kernel, 1.9 FMAs per
+// shared-memory wavefront under ncu). The batch is covered in whole tiles of 128 (the
 // logits and v_sum stored padded; u read clamped), so no store is guarded.
 // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 128, for
 // logits_i_tile (3) capsules: out_caps up to 24 within 48 KB.
@@ -759,7 +760,8 @@ void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStag
 
 void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
     const Var e = f.e, j = f.j, b = f.b;
-    // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32, c J x 32.
+    // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32 (8 x 128
+    // in split_logits_batch_vectors), c J x 32.
     const Expr J = f.rj.x.extent();
     const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * (tile.logits_vectors ? 128 : 32));
     const Expr part_bytes = tile.batch_vectors ? 4 * tile.in_chunk * tile.batch_tile * (8 + J)
