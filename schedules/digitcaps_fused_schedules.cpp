@@ -458,11 +458,14 @@ void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, si
 // 884.3; under ncu the logits kernels 27.4-29.0 us, 64 registers, no
 // spills, L1 53% busy. Blocks of 2 and 4 capsules (same run): 194.6 / 576.6
 // and 196.1 / 577.3 us; not kept.
+constexpr int kLogitsVector = 4, kLogitsLanes = 32;
+constexpr int kLogitsVectorsBatch = kLogitsVector * kLogitsLanes;  // a block's batch elements
+
 void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t,
                                 const SplitShape &shape) {
     const Var j = f.j, i = f.i, b = f.b;
     FusedPass &p = f.passes[t];
-    constexpr int vector = 4, lanes = 32, batch_tile = vector * lanes;
+    constexpr int vector = kLogitsVector, lanes = kLogitsLanes, batch_tile = kLogitsVectorsBatch;
     Var bo("lv_bo"), bl("lv_bl"), bq("lv_bq"), bv("lv_bv"), io("lv_io"), ii("lv_ii");
     p.logits.compute_root()
         .align_bounds(b, batch_tile)
@@ -763,7 +766,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32 (8 x 128
     // in split_logits_batch_vectors), c J x 32.
     const Expr J = f.rj.x.extent();
-    const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * (tile.logits_vectors ? 128 : 32));
+    const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * (tile.logits_vectors ? kLogitsVectorsBatch : 32));
     const Expr part_bytes = tile.batch_vectors ? 4 * tile.in_chunk * tile.batch_tile * (8 + J)
                                                : 4 * tile.in_chunk * (8 * 16 * J + 8 * 32 + J * 32);
     const Expr fits = f.rk.x.extent() == 8 && f.re.x.extent() == 16 &&
@@ -800,8 +803,13 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     for (size_t t = 0; t < n; t++) {
         FusedPass &p = f.passes[t];
         const std::string tag = std::to_string(t);
-        if (t > 0 && tile.logits_vectors) split_logits_batch_vectors(tile, f, t, shape);
-        if (t > 0 && !tile.logits_vectors) split_logits_kernel(tile, f, t, shape);
+        if (t > 0) {
+            if (tile.logits_vectors) {
+                split_logits_batch_vectors(tile, f, t, shape);
+            } else {
+                split_logits_kernel(tile, f, t, shape);
+            }
+        }
 
         // --- partial sums of s over chunks of input capsules.
         RVar rio("rio" + tag), rii("rii" + tag);

@@ -292,8 +292,10 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     // passes those whose blocks would need more than 48 KB of shared memory.
     // Each refusal hands the call to the next in this order (the other
     // fused_split variants refuse what fused_split_all_vectors refuses, so
-    // they are not in it).
-    const std::vector<std::string> by_speed = {"fused_split_all_vectors", "fused", "stage_per_kernel"};
+    // they are not in it). The order starts from cuda_default's names, so
+    // that the default is named in one place.
+    const CudaDefault d = cuda_default(op);
+    const std::vector<std::string> by_speed = {d.preferred, d.base, "stage_per_kernel"};
     Status status = run(kernel);
     auto next = std::find(by_speed.begin(), by_speed.end(), kernel->schedule);
     if (next != by_speed.end()) ++next;
