@@ -73,6 +73,7 @@ public:
         halcaps::PredictGradInputStages s;
         s.g = g;
         s.W = W;
+        s.g_buffer = g;
         s.k = Var("k"), s.i = Var("i"), s.b = Var("b");
         s.r_ej = RDom(0, g.dim(0).extent(), 0, g.dim(1).extent(), "r_ej");
 
@@ -109,6 +110,8 @@ public:
         halcaps::PredictGradWeightStages s;
         s.g = g;
         s.u = u;
+        s.g_buffer = g;
+        s.u_buffer = u;
         s.k = Var("k"), s.e = Var("e"), s.j = Var("j"), s.i = Var("i");
         s.rb = RDom(0, g.dim(3).extent(), "rb");
 

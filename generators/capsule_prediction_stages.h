@@ -26,6 +26,8 @@ struct PredictGradInputStages {
     Halide::Func g;         // input (e, j, i, b)
     Halide::Func W;         // input (k, e, j, i)
     Halide::Func g_in, W_in;  // the inputs with indices clamped (see PredictStages)
+    Halide::ImageParam g_buffer;  // g as a buffer, where g is an input: a schedule may
+                                  // declare its start aligned (undefined otherwise)
     Halide::Func accum;     // (k, i, b): pure init 0, update += over r_ej
     Halide::Func grad_u;    // output (k, i, b)
     Halide::Var k, i, b;
@@ -37,6 +39,7 @@ struct PredictGradWeightStages {
     Halide::Func g;         // input (e, j, i, b)
     Halide::Func u;         // input (k, i, b)
     Halide::Func g_in, u_in;  // the inputs with indices clamped (see PredictStages)
+    Halide::ImageParam g_buffer, u_buffer;  // as in PredictGradInputStages
     Halide::Func accum;     // (k, e, j, i): pure init 0, update += over rb
     Halide::Func grad_W;    // output (k, e, j, i)
     Halide::Var k, e, j, i;

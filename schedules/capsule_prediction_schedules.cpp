@@ -22,7 +22,7 @@ namespace {
 const std::vector<std::string> kCpuSchedules = {"cpu"};
 const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged", "tuned_k8", "batch_vectors",
                                                          "batch_walk"};
-const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned"};
+const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned", "vectors"};
 
 // ---------------------------------------------------------------- forward --
 
@@ -452,6 +452,92 @@ void grad_weight_register_tiles(PredictGradWeightStages &s, const GradWeightGpuT
         .unroll(rbi);
 }
 
+// Vector loads and stores need every row offset provably a multiple of the
+// vector: the strides are products of extents (dense), but Halide addresses
+// a buffer through the strides themselves, so their multiples are part of a
+// fast path's condition. `buffer` may be undefined (an intermediate of a
+// larger pipeline): then only the others count.
+Expr strides_multiple_of(const OutputImageParam &buffer, int vector) {
+    Expr all = Internal::const_true();
+    if (!buffer.defined()) return all;
+    for (int d = 1; d < buffer.dimensions(); d++) all = all && (buffer.dim(d).stride() % vector == 0);
+    return all;
+}
+
+// vectors' grad_W: a thread owns 4 consecutive e of one (j, i) and 4
+// consecutive k (16 accumulators, four 4-wide vectors over k) and walks the
+// whole batch, 2 rows unrolled. Per batch row it loads the 4 values of g as
+// one 16-byte vector and the 4 values of u the same way, then does 16 FMAs.
+// Threads over the fused (e quad, j, i), 64 a block, k quads over blocks.
+// `tuned`'s thread (one e, 8 k) loads g 4 bytes at a time and u as 8 scalar
+// broadcasts: 9 loads for 8 FMAs, and too few bytes in flight (under ncu
+// DRAM 32% busy, L1 60%).
+// Fast path (specialised): out_dim 16, in_dim 8 or 16, every stride a
+// multiple of 4 and g, u and grad_W 16-byte aligned (declared: Halide then
+// checks a host pointer; device tensors are 16-byte aligned, which the runtime
+// checks). Elsewhere the same mapping runs with guards and scalar loads.
+// Predicted (written before the run): from 66 us under ncu to 35-40 us.
+// Measured 2026-11-22 on an NVIDIA H200
+// (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks, MNIST
+// b128): 52.6 us (`tuned` 66.4): DRAM 40% busy, L1 83%, 32% of the warps
+// active. 128 threads a block with 4 rows unrolled: 60.5 us. The prediction
+// missed: the L1 is now the busier unit. Tried before it (run1 there) and
+// slower: `tuned`'s thread with the batch split over 8 (or 4) threads of a
+// block, whose partial sums are added through shared memory (an rfactor):
+// 113 us (169 us with 4), each thread walking only 16 rows with little in
+// flight.
+void grad_weight_quads(PredictGradWeightStages &s) {
+    constexpr int vector = 4, threads = 64, batch_unroll = 2;
+    const Expr K = s.grad_W.output_buffer().dim(0).extent();
+    const Expr E = s.grad_W.output_buffer().dim(1).extent();
+    const Expr aligned = strides_multiple_of(s.grad_W.output_buffer(), vector) &&
+                         strides_multiple_of(s.g_buffer, vector) && strides_multiple_of(s.u_buffer, vector);
+    if (s.g_buffer.defined()) s.g_buffer.set_host_alignment(16);
+    if (s.u_buffer.defined()) s.u_buffer.set_host_alignment(16);
+    s.grad_W.output_buffer().set_host_alignment(16);
+
+    Var ko("ko"), ki("ki"), eo("eo"), ei("ei"), q("q"), qo("qo"), qt("qt");
+    auto mapping = [&](Stage f) {
+        f.split(s.k, ko, ki, vector, TailStrategy::GuardWithIf)
+            .split(s.e, eo, ei, vector, TailStrategy::GuardWithIf)
+            .fuse(eo, s.j, q)
+            .fuse(q, s.i, q)
+            .split(q, qo, qt, threads, TailStrategy::GuardWithIf)
+            .reorder(ki, ei, qt, ko, qo)
+            .gpu_threads(qt)
+            .gpu_blocks(ko, qo)
+            .vectorize(ki)
+            .unroll(ei);
+    };
+    mapping(s.grad_W.specialize(aligned && E == 16 && K == 8));
+    mapping(s.grad_W.specialize(aligned && E == 16 && K == 16));
+    mapping(s.grad_W);
+
+    s.accum.compute_at(s.grad_W, qt)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.k, vector)
+        .bound_extent(s.e, vector)
+        .bound_extent(s.j, 1)
+        .bound_extent(s.i, 1)
+        .vectorize(s.k)
+        .unroll(s.e);
+    RVar rbo("rbo"), rbi("rbi");
+    s.accum.update()
+        .split(s.rb, rbo, rbi, batch_unroll, TailStrategy::GuardWithIf)
+        .reorder(s.k, s.e, rbi, rbo)
+        .vectorize(s.k)
+        .unroll(s.e)
+        .unroll(rbi);
+
+    // A batch row's 4 values of g and of u, each one vector load.
+    Func g_quad = s.g_in.in(s.accum);
+    std::vector<Var> ga = g_quad.args();  // (e, j, i, b)
+    g_quad.compute_at(s.accum, rbi).store_in(MemoryType::Register).bound_extent(ga[0], vector).vectorize(ga[0]);
+    Func u_quad = s.u_in.in(s.accum);
+    std::vector<Var> ua = u_quad.args();  // (k, i, b)
+    u_quad.compute_at(s.accum, rbi).store_in(MemoryType::Register).bound_extent(ua[0], vector).vectorize(ua[0]);
+}
+
 // A thread owns one (i, b) and a tile of 8 k (8 accumulators in registers)
 // and walks the (e, j) reduction, `ej_unroll` at a time: per step it reads
 // g(e, j, i, b) from its own row and W(k, e, j, i) for its 8 k (the same
@@ -534,6 +620,83 @@ void grad_input_register_tiles(PredictGradInputStages &s, const GradInputGpuTili
 // gradients took 214.5 us at MNIST b128 against tuned's 153.1 (b512 699.6 vs
 // 554.3, wide b32 780.6 vs 517.7): every g load of a warp touches 32 rows,
 // far apart. Not kept.
+// vectors' grad_u: a thread owns one batch row of one capsule, (b, i), with
+// its 8 k as two 4-wide vector accumulators, and walks the (e, j) row 4 e
+// at a time: one 16-byte load of its own g row, then for each of the 4 e
+// the 8 values of W (two 16-byte shared loads, the same address for every
+// lane: broadcasts) and 8 FMAs. W's slice of the block's capsule is staged in
+// shared memory once, k innermost; blocks of 64 batch rows of one capsule.
+// The lanes of a warp read 32 different g rows, but each load takes 16 bytes
+// of a row, and the next load of the same lane the next 16 (in the same
+// 32-byte sector, which the L1 still holds). The row-per-thread schedule tried
+// on 2026-11-21 (comment above grad_input_lanes) read g 4 bytes at a time:
+// 4 times the L1 requests. `tuned` (grad_input_lanes) reads W again for
+// every 4 batch rows and spills at 64 registers (L1 95% busy).
+// Fast path (specialised): out_dim 16, in_dim 8 or 16, every stride a
+// multiple of 4 and g and grad_u 16-byte aligned (declared, as for
+// grad_weight_quads). Elsewhere the same mapping with guards, scalar loads.
+// Predicted (written before the run): grad_u from 111 us under ncu to about
+// 40 us (L1-bound, 32 sectors a g load). Measured 2026-11-22 on an NVIDIA
+// H200 (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks,
+// MNIST b128): 64-66 us (`tuned` 111), L1 86% busy, DRAM 33%. Blocks of 32
+// rows with 2 e quads unrolled: 67-68 us. The prediction missed by 1.6x: the
+// L1 is still the busy unit. Tried before it (run1 there) and slower:
+// `tuned` with W's slices staged in shared memory once a block and read as
+// vectors, the block walking 4 (or 2) tiles of 4 batch rows: 173 us (213).
+void grad_input_row_vectors(PredictGradInputStages &s) {
+    constexpr int vector = 4, batch_tile = 64, k_tile = 8;
+    const Expr E = s.r_ej.x.extent();
+    const Expr K = s.grad_u.output_buffer().dim(0).extent();
+    const Expr aligned = strides_multiple_of(s.grad_u.output_buffer(), vector) && strides_multiple_of(s.g_buffer, vector);
+    if (s.g_buffer.defined()) s.g_buffer.set_host_alignment(16);
+    s.grad_u.output_buffer().set_host_alignment(16);
+
+    Var bo("bo"), bt("bt"), ko("ko"), ki("ki");
+    auto mapping = [&](Stage f) {
+        f.split(s.k, ko, ki, k_tile, TailStrategy::GuardWithIf)
+            .split(s.b, bo, bt, batch_tile, TailStrategy::GuardWithIf)
+            .reorder(ki, bt, ko, bo, s.i)
+            .gpu_threads(bt)
+            .gpu_blocks(ko, bo, s.i)
+            .vectorize(ki);
+    };
+    mapping(s.grad_u.specialize(aligned && E == 16 && K == 8));
+    mapping(s.grad_u.specialize(aligned && E == 16 && K == 16));
+    mapping(s.grad_u);
+
+    s.accum.compute_at(s.grad_u, bt)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.k, k_tile)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, 1)
+        .vectorize(s.k);
+    RVar eo("eo"), ei("ei");
+    s.accum.update()
+        .split(s.r_ej.x, eo, ei, vector, TailStrategy::GuardWithIf)
+        .reorder(s.k, ei, eo, s.r_ej.y)
+        .vectorize(s.k)
+        .unroll(ei);
+
+    // The thread's 4 consecutive e of its g row: one 16-byte load.
+    Func g_quad = s.g_in.in(s.accum);
+    std::vector<Var> ga = g_quad.args();  // (e, j, i, b)
+    g_quad.compute_at(s.accum, eo).store_in(MemoryType::Register).bound_extent(ga[0], vector).vectorize(ga[0]);
+
+    // W's slice of the block's capsule (and k tile) in shared memory, k
+    // innermost, copied by the block's threads.
+    Func W_tile = s.W_in.in(s.accum);
+    std::vector<Var> w = W_tile.args();  // (k, e, j, i)
+    Var flat("w_flat"), flat_o("w_flat_o"), flat_i("w_flat_i");
+    W_tile.compute_at(s.grad_u, ko)
+        .store_in(MemoryType::GPUShared)
+        .bound_extent(w[0], k_tile)
+        .bound_extent(w[3], 1)
+        .fuse(w[0], w[1], flat)
+        .fuse(flat, w[2], flat)
+        .split(flat, flat_o, flat_i, batch_tile, TailStrategy::GuardWithIf)
+        .gpu_threads(flat_i);
+}
+
 void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) {
     RVar rej("rej"), ro("ro"), rl("rl");
     Var lane("lane");
@@ -653,6 +816,7 @@ void schedule_predict_grad_input(const std::string &name, const Target &target, 
     if (name == "cpu") grad_input_cpu(s);
     if (name == "naive") grad_input_naive(s);
     if (name == "tuned") grad_input_lanes(s, 4, 4);
+    if (name == "vectors") grad_input_row_vectors(s);
 }
 
 void schedule_predict_grad_weight(const std::string &name, const Target &target, PredictGradWeightStages &s) {
@@ -664,6 +828,7 @@ void schedule_predict_grad_weight(const std::string &name, const Target &target,
     if (name == "cpu") grad_weight_cpu(s);
     if (name == "naive") grad_weight_naive(s);
     if (name == "tuned") grad_weight_register_tiles(s, {});
+    if (name == "vectors") grad_weight_quads(s);
 }
 
 }  // namespace halcaps

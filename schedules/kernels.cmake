@@ -24,6 +24,10 @@ halcaps_add_kernel(capsule_predict_grad_input   tuned     cuda)
 halcaps_add_kernel(capsule_predict_grad_weight  cpu       cpu)
 halcaps_add_kernel(capsule_predict_grad_weight  naive     cuda)
 halcaps_add_kernel(capsule_predict_grad_weight  tuned     cuda)
+# 16-byte loads of g, u and W's staged slice; the CUDA default for
+# predict_backward where their fast path applies (runtime/src/capsule_prediction.cpp).
+halcaps_add_kernel(capsule_predict_grad_input   vectors   cuda)
+halcaps_add_kernel(capsule_predict_grad_weight  vectors   cuda)
 
 # Squash, routing and the DigitCaps layer (generators/digitcaps.cpp,
 # schedules/digitcaps_schedules.cpp). The routing iterations are unrolled at

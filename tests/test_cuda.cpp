@@ -111,6 +111,49 @@ TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off
     }
 }
 
+// The gradients' default on CUDA is `vectors` where its fast path applies
+// (out_dim 16, in_dim 8 or 16, every tensor on a 16-byte boundary) and
+// `tuned` otherwise: right either way, at in_dim 8 and 16 (the two fast
+// kernels), with g on and off a 16-byte boundary. `vectors` asked for by name
+// with such a host g is refused with misaligned_pointer, naming g.
+TEST_CASE("cuda: predict_backward's default at in_dim 8 and 16, with g on and off a 16-byte boundary",
+          "[cuda][default]") {
+    for (int64_t K : {8, 16}) {
+        const reference::PredictShape shape{6, 5, K, 3, 16};
+        PredictProblem p(shape);
+        INFO("seed " << seed() << ", shape " << shape_name(shape));
+        const std::vector<double> expected_u = reference::predict_grad_input_f64(p.s, p.g.data(), p.W.data());
+        const std::vector<double> expected_W = reference::predict_grad_weight_f64(p.s, p.g.data(), p.u.data());
+        std::vector<float> storage(p.g.size() + 4);
+        float *aligned = storage.data();
+        while (reinterpret_cast<std::uintptr_t>(aligned) % 16 != 0) aligned++;
+        for (float *g : {aligned, aligned + 1}) {
+            INFO("g at byte offset " << reinterpret_cast<std::uintptr_t>(g) % 16 << " from a 16-byte boundary");
+            std::copy(p.g.begin(), p.g.end(), g);
+            TensorView g_view = host_view(p.g, p.u_hat_shape());
+            g_view.data = g;
+            std::fill(p.grad_u.begin(), p.grad_u.end(), std::numeric_limits<float>::quiet_NaN());
+            std::fill(p.grad_W.begin(), p.grad_W.end(), std::numeric_limits<float>::quiet_NaN());
+            Options o;
+            o.device = Device::cuda;
+            const Status s = predict_backward(g_view, host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()),
+                                              host_view(p.grad_u, p.u_shape()), host_view(p.grad_W, p.W_shape()), o);
+            INFO(s.message);
+            REQUIRE(s.ok());
+            require_matches("grad_u", p.grad_u, expected_u, shape.out_caps * shape.out_dim);
+            require_matches("grad_W", p.grad_W, expected_W, shape.batch);
+            if (g != aligned) {
+                o.implementation = "vectors";
+                const Status refused =
+                    predict_backward(g_view, host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()),
+                                     host_view(p.grad_u, p.u_shape()), host_view(p.grad_W, p.W_shape()), o);
+                REQUIRE(refused.code == StatusCode::misaligned_pointer);
+                REQUIRE(refused.message.find(" g ") != std::string::npos);
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda: blog grid with host tensors", "[cuda][grid]") {
     for (const auto &name : cuda_implementations("predict")) {
         for (const auto &shape : blog_grid_shapes()) check_predict(shape, cuda_options(name));

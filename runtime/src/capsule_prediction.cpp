@@ -1,6 +1,7 @@
 // Entry points for capsule prediction: argument checks, device and
 // implementation choice, then the Halide kernels.
 #include <cstdint>
+#include <vector>
 
 #include "argument_checks.h"
 #include "halide_call.h"
@@ -28,6 +29,20 @@ using detail::find_kernel;
 bool batch_walk_fits(const TensorView &u, const TensorView &u_hat) {
     return u_hat.shape[3] == 16 && u.shape[2] == 8 && u_hat.shape[0] % 128 == 0 &&
            reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 == 0;
+}
+
+// The `vectors` gradients' fast path (schedules/capsule_prediction_schedules.cpp,
+// grad_input_row_vectors and grad_weight_quads): out_dim 16, in_dim 8 or 16.
+// Their kernels load and store 16 bytes at a time and so require every tensor
+// to start on a 16-byte boundary (misaligned_pointer otherwise, from the
+// kernels' own checks); device tensors are already (halide_call.cpp), a host
+// tensor may not be.
+bool gradient_vectors_fit(const std::vector<const TensorView *> &tensors, const TensorView &u, const TensorView &g) {
+    if (g.shape[3] != 16 || (u.shape[2] != 8 && u.shape[2] != 16)) return false;
+    for (const TensorView *t : tensors) {
+        if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0) return false;
+    }
+    return true;
 }
 
 }  // namespace
@@ -76,7 +91,14 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_device_ready(op, device); !s.ok()) return s;
 
-    const std::string implementation = chosen_implementation(options, device);
+    std::string implementation = chosen_implementation(options, device);
+    // On CUDA the gradients' default is `vectors` where its fast path applies
+    // (gradient_vectors_fit), else `tuned`. Measured on an H200 (2026-11-22,
+    // device time, bench/results/nvidia-h200-gradient-tries/final): see the
+    // README there; `tuned` stays the faster one off the fast path.
+    if (options.implementation.empty() && device == Device::cuda) {
+        implementation = gradient_vectors_fit({&g, &u, &W, &grad_u, &grad_W}, u, g) ? "vectors" : "tuned";
+    }
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_predict_backward(implementation, g, u, W, grad_u, grad_W, options);
     }
