@@ -28,7 +28,7 @@ const std::vector<std::string> kGpuSchedules = {"stage_per_kernel"};
 const std::vector<std::string> kGpuBackwardSchedules = {"stage_per_kernel", "tiled_stages"};
 // tiled_predict and rows_predict need the prediction stages, which only the layer has.
 const std::vector<std::string> kGpuLayerBackwardSchedules = {"stage_per_kernel", "tiled_stages", "tiled_predict",
-                                                             "rows_predict", "rows_vectors"};
+                                                             "rows_predict"};
 
 // Every stage of the forward pipeline, in order.
 std::vector<Func> forward_stages(const RoutingStages &r) {
@@ -355,8 +355,7 @@ void root_rows(Func f, int threads, int batch_tile) {
 // The prediction's kernels of the layer's backward (u_hat, grad_u, grad_W),
 // as tiled_predict and rows_predict schedule them (tiled_predict's comment
 // says why). Returns u_hat's stored copy.
-Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
-                                const std::string &grad_input_schedule = "tuned") {
+Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g) {
     RoutingStages &r = g.forward;
     const Func grad_u = g.outputs[0], grad_W = g.outputs[1];
 
@@ -377,7 +376,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     grad_input.grad_u = grad_u;
     grad_input.k = g.k, grad_input.i = r.i, grad_input.b = r.b;
     grad_input.r_ej = g.r_ej;
-    schedule_predict_grad_input(grad_input_schedule, target, grad_input);
+    schedule_predict_grad_input("tuned", target, grad_input);
 
     PredictGradWeightStages grad_weight;
     grad_weight.g_in = g.grad_u_hat_in;
@@ -567,13 +566,12 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // run 7's 732.1 (ncu flushes the caches between kernels; in the pipeline
 // those rows are L2 hits). Not run: the e sums as 4 lanes per row (rfactor
 // over quarters, staged in shared memory), whose PTX kept scalar loads.
-void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
-                           const std::string &grad_input_schedule = "tuned") {
+void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
     RoutingStages &r = g.forward;
     const Var e = r.e, j = r.j, i = r.i, b = r.b;
     const Expr out_dim = r.re.x.extent();
 
-    Func u_hat = schedule_prediction_stages(target, g, grad_input_schedule);
+    Func u_hat = schedule_prediction_stages(target, g);
     // Rows of E start 16-byte aligned, so that a row's loads are 16-byte vectors.
     u_hat.align_storage(e, 4);
     for (auto &it : r.iterations) it.squash.v.align_storage(e, 4);
@@ -582,9 +580,6 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
     // grad_u_hat: with E == 16 a thread writes 4 e of a row as one vector;
     // otherwise root_rows.
     g.grad_u_hat.compute_root().align_storage(e, 4);
-    // vectors' grad_u reads grad_u_hat 16 bytes at a time: its rows must
-    // start at multiples of 4 e.
-    if (grad_input_schedule == "vectors") g.grad_u_hat.align_bounds(e, 4);
     Var eo("eo"), ei("ei"), ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
     g.grad_u_hat.specialize(out_dim == 16)
         .split(e, eo, ei, 4, TailStrategy::RoundUp)
@@ -709,7 +704,6 @@ void schedule_digitcaps_backward(const std::string &name, const Target &target, 
     if (target.has_gpu_feature()) {
         if (name == "tiled_predict") return backward_tiled_predict(target, g);
         if (name == "rows_predict") return backward_rows_predict(target, g);
-        if (name == "rows_vectors") return backward_rows_predict(target, g, "vectors");
         return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
     }
     backward_cpu(target, g, true);

@@ -99,9 +99,6 @@ halcaps_add_kernel(digitcaps_backward           tiled_predict     cuda ITERATION
 # vectors when E == 16; the layer backward's CUDA default at 3 iterations
 # (H200, MNIST b128: 732.1 us, tiled_predict 1141.3).
 halcaps_add_kernel(digitcaps_backward           rows_predict      cuda ITERATIONS 3)
-# rows_vectors: rows_predict with the prediction's `vectors` gradient kernels
-# (16-byte loads of grad_u_hat); needs grad_u and grad_W 16-byte aligned.
-halcaps_add_kernel(digitcaps_backward           rows_vectors      cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
 # fixed (generators/digitcaps.cpp, above the autodiff generators). Built with
