@@ -28,7 +28,7 @@ const std::vector<std::string> kGpuSchedules = {"stage_per_kernel"};
 const std::vector<std::string> kGpuBackwardSchedules = {"stage_per_kernel", "tiled_stages"};
 // tiled_predict and rows_predict need the prediction stages, which only the layer has.
 const std::vector<std::string> kGpuLayerBackwardSchedules = {"stage_per_kernel", "tiled_stages", "tiled_predict",
-                                                             "rows_predict"};
+                                                             "rows_predict", "rows_vectors"};
 
 // Every stage of the forward pipeline, in order.
 std::vector<Func> forward_stages(const RoutingStages &r) {
@@ -355,7 +355,8 @@ void root_rows(Func f, int threads, int batch_tile) {
 // The prediction's kernels of the layer's backward (u_hat, grad_u, grad_W),
 // as tiled_predict and rows_predict schedule them (tiled_predict's comment
 // says why). Returns u_hat's stored copy.
-Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g) {
+Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
+                                const std::string &grad_input_schedule = "tuned") {
     RoutingStages &r = g.forward;
     const Func grad_u = g.outputs[0], grad_W = g.outputs[1];
 
@@ -376,7 +377,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g) 
     grad_input.grad_u = grad_u;
     grad_input.k = g.k, grad_input.i = r.i, grad_input.b = r.b;
     grad_input.r_ej = g.r_ej;
-    schedule_predict_grad_input("tuned", target, grad_input);
+    schedule_predict_grad_input(grad_input_schedule, target, grad_input);
 
     PredictGradWeightStages grad_weight;
     grad_weight.g_in = g.grad_u_hat_in;
@@ -566,12 +567,27 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // run 7's 732.1 (ncu flushes the caches between kernels; in the pipeline
 // those rows are L2 hits). Not run: the e sums as 4 lanes per row (rfactor
 // over quarters, staged in shared memory), whose PTX kept scalar loads.
-void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
+//
+// rows_vectors (grad_input_schedule "vectors"): the same, with the
+// prediction's `vectors` grad_u kernel (a thread per batch row reading
+// grad_u_hat 16 bytes at a time; schedules/capsule_prediction_schedules.cpp,
+// grad_input_row_vectors). grad_W keeps `tuned`: the `vectors` grad_W's
+// loads of grad_u_hat stay scalar here (the layer clamps e against W's
+// out_dim, not grad_W's, so the clamp is not simplified away). Measured
+// 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-gradient-tries/
+// run3, device time, `halcaps bench --device cuda --op digitcaps_backward
+// --implementations rows_predict,rows_vectors --repeats 30 --seed 442`):
+// MNIST b128 697.5 us (rows_predict 737.1), b512 2267.9 (2459.4). The first
+// build aligned grad_u_hat's region to 4 e (align_bounds), which at out_dim
+// 1 computed e past the row and read grad_v out of bounds (Halide's bounds
+// check failed 2 CUDA test cases); the region is now bounded to the row.
+void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
+                           const std::string &grad_input_schedule = "tuned") {
     RoutingStages &r = g.forward;
     const Var e = r.e, j = r.j, i = r.i, b = r.b;
     const Expr out_dim = r.re.x.extent();
 
-    Func u_hat = schedule_prediction_stages(target, g);
+    Func u_hat = schedule_prediction_stages(target, g, grad_input_schedule);
     // Rows of E start 16-byte aligned, so that a row's loads are 16-byte vectors.
     u_hat.align_storage(e, 4);
     for (auto &it : r.iterations) it.squash.v.align_storage(e, 4);
@@ -580,6 +596,10 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g) {
     // grad_u_hat: with E == 16 a thread writes 4 e of a row as one vector;
     // otherwise root_rows.
     g.grad_u_hat.compute_root().align_storage(e, 4);
+    // vectors' grad_u reads grad_u_hat 16 bytes at a time: its rows must
+    // provably start at multiples of 4 e. The region in e is always the
+    // whole row (its readers clamp e); saying so makes its start 0.
+    if (grad_input_schedule == "vectors") g.grad_u_hat.bound(e, 0, out_dim);
     Var eo("eo"), ei("ei"), ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
     g.grad_u_hat.specialize(out_dim == 16)
         .split(e, eo, ei, 4, TailStrategy::RoundUp)
@@ -704,6 +724,7 @@ void schedule_digitcaps_backward(const std::string &name, const Target &target, 
     if (target.has_gpu_feature()) {
         if (name == "tiled_predict") return backward_tiled_predict(target, g);
         if (name == "rows_predict") return backward_rows_predict(target, g);
+        if (name == "rows_vectors") return backward_rows_predict(target, g, "vectors");
         return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
     }
     backward_cpu(target, g, true);

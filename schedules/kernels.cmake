@@ -96,9 +96,15 @@ halcaps_add_kernel(digitcaps_backward           tiled_stages      cuda ITERATION
 halcaps_add_kernel(digitcaps_backward           tiled_predict     cuda ITERATIONS 3)
 # rows_predict: tiled_predict's prediction kernels; every other stage over
 # rows of its two innermost dimensions fused, u_hat's rows read as 16-byte
-# vectors when E == 16; the layer backward's CUDA default at 3 iterations
-# (H200, MNIST b128: 732.1 us, tiled_predict 1141.3).
+# vectors when E == 16 (H200, MNIST b128: 732.1 us, tiled_predict 1141.3);
+# the layer backward's CUDA default at 3 iterations when grad_u is off a
+# 16-byte boundary.
 halcaps_add_kernel(digitcaps_backward           rows_predict      cuda ITERATIONS 3)
+# rows_vectors: rows_predict with the prediction's `vectors` grad_u kernel
+# (16-byte loads of grad_u_hat; grad_u must start on a 16-byte boundary); the
+# layer backward's CUDA default at 3 iterations (H200, MNIST b128: 697.5 us,
+# rows_predict 737.1).
+halcaps_add_kernel(digitcaps_backward           rows_vectors      cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
 # fixed (generators/digitcaps.cpp, above the autodiff generators). Built with

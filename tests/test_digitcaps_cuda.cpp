@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 
 #include "cuda_test_support.h"
@@ -61,17 +62,41 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         REQUIRE(named == p.v);
         require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), c.iterations), 1e-4);
     }
-    // The layer's backward: rows_predict at 3 iterations, stage_per_kernel at 1.
-    for (const auto &[iterations, expected] : std::vector<std::pair<int, const char *>>{{3, "rows_predict"},
-                                                                                      {1, "stage_per_kernel"}}) {
-        INFO("digitcaps_backward, " << iterations << " iterations: " << expected);
+    // The layer's backward: rows_vectors at 3 iterations (rows_predict when a
+    // host grad_u is off a 16-byte boundary), stage_per_kernel at 1.
+    struct BackwardCase {
+        int iterations;
+        bool grad_u_aligned;
+        const char *expected;
+    };
+    for (const BackwardCase &c : std::vector<BackwardCase>{
+             {3, true, "rows_vectors"}, {3, false, "rows_predict"}, {1, true, "stage_per_kernel"}}) {
+        const int iterations = c.iterations;
+        const char *expected = c.expected;
+        INFO("digitcaps_backward, " << iterations << " iterations, grad_u "
+                                    << (c.grad_u_aligned ? "on" : "off") << " a 16-byte boundary: " << expected);
         const DigitCapsShape s{17, 33, 8, 10, 16};
         DigitCapsProblem p(s);
         std::vector<float> gu = nan_filled(p.grad_u.size()), gW = nan_filled(p.grad_W.size()),
                            gb0 = nan_filled(p.grad_b0.size());
-        REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(),
-                                   iterations, device_options(Device::cuda))
+        std::vector<float> gu_storage(p.grad_u.size() + 4);
+        float *gu_default = gu_storage.data();
+        while (reinterpret_cast<std::uintptr_t>(gu_default) % 16 != 0) gu_default++;
+        if (!c.grad_u_aligned) gu_default++;
+        TensorView gu_default_view = p.grad_u_v();
+        gu_default_view.data = gu_default;
+        REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), gu_default_view, p.grad_W_v(),
+                                   p.grad_b0_v(), iterations, device_options(Device::cuda))
                     .ok());
+        std::copy(gu_default, gu_default + p.grad_u.size(), p.grad_u.begin());
+        if (!c.grad_u_aligned) {
+            const Status refused = digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), gu_default_view,
+                                                      p.grad_W_v(), p.grad_b0_v(), iterations,
+                                                      device_options(Device::cuda, "rows_vectors"));
+            INFO(refused.message);
+            REQUIRE(refused.code == StatusCode::misaligned_pointer);
+            REQUIRE(refused.message.find("grad_u") != std::string::npos);
+        }
         REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), host_view(gu, {s.batch, s.in_caps, s.in_dim}),
                                    host_view(gW, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
                                    host_view(gb0, {s.in_caps, s.out_caps}), iterations,
