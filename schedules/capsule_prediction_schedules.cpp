@@ -480,7 +480,10 @@ Expr strides_multiple_of(const OutputImageParam &buffer, int vector) {
 // Measured 2026-11-22 on an NVIDIA H200
 // (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks, MNIST
 // b128): 52.6 us (`tuned` 66.4): DRAM 40% busy, L1 83%, 32% of the warps
-// active. 128 threads a block with 4 rows unrolled: 60.5 us. The prediction
+// active. Both `vectors` gradients together, device time (run3 there,
+// `halcaps bench --device cuda --op predict_backward --repeats 30 --seed
+// 441`): MNIST b128 106.4 us (`tuned` 153.5, hand-written cuda_fused 66.0),
+// b512 347.0 (555.1, 219.5), wide b32 278.6 (518.0, 178.9). 128 threads a block with 4 rows unrolled: 60.5 us. The prediction
 // missed: the L1 is now the busier unit. Tried before it (run1 there) and
 // slower: `tuned`'s thread with the batch split over 8 (or 4) threads of a
 // block, whose partial sums are added through shared memory (an rfactor):
@@ -638,7 +641,8 @@ void grad_input_register_tiles(PredictGradInputStages &s, const GradInputGpuTili
 // Predicted (written before the run): grad_u from 111 us under ncu to about
 // 40 us (L1-bound, 32 sectors a g load). Measured 2026-11-22 on an NVIDIA
 // H200 (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks,
-// MNIST b128): 64-66 us (`tuned` 111), L1 86% busy, DRAM 33%. Blocks of 32
+// MNIST b128): 64-66 us (`tuned` 111), L1 86% busy, DRAM 33% (both
+// gradients in device time: grad_weight_quads' comment). Blocks of 32
 // rows with 2 e quads unrolled: 67-68 us. The prediction missed by 1.6x: the
 // L1 is still the busy unit. Tried before it (run1 there) and slower:
 // `tuned` with W's slices staged in shared memory once a block and read as

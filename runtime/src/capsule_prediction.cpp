@@ -93,9 +93,10 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
 
     std::string implementation = chosen_implementation(options, device);
     // On CUDA the gradients' default is `vectors` where its fast path applies
-    // (gradient_vectors_fit), else `tuned`. Measured on an H200 (2026-11-22,
-    // device time, bench/results/nvidia-h200-gradient-tries/final): see the
-    // README there; `tuned` stays the faster one off the fast path.
+    // (gradient_vectors_fit), else `tuned`, whose mapping is faster off it.
+    // Measured on an H200 (2026-11-22, device time, seed 441,
+    // bench/results/nvidia-h200-gradient-tries/run3): MNIST b128 vectors
+    // 106.4 us (tuned 153.5), b512 347.0 (555.1), wide b32 278.6 (518.0).
     if (options.implementation.empty() && device == Device::cuda) {
         implementation = gradient_vectors_fit({&g, &u, &W, &grad_u, &grad_W}, u, g) ? "vectors" : "tuned";
     }
