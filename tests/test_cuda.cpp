@@ -113,9 +113,10 @@ TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off
 
 // The gradients' default on CUDA is `vectors` where its fast path applies
 // (out_dim 16, in_dim 8 or 16, every tensor on a 16-byte boundary) and
-// `tuned` otherwise: right either way, at in_dim 8 and 16 (the two fast
-// kernels), with g on and off a 16-byte boundary. `vectors` asked for by name
-// with such a host g is refused with misaligned_pointer, naming g.
+// `tuned` otherwise: right either way, and the one expected (bitwise equal to
+// it named), at in_dim 8 and 16 (the two fast kernels), with g on and off a
+// 16-byte boundary. `vectors` asked for by name with such a host g is refused
+// with misaligned_pointer, naming g.
 TEST_CASE("cuda: predict_backward's default at in_dim 8 and 16, with g on and off a 16-byte boundary",
           "[cuda][default]") {
     for (int64_t K : {8, 16}) {
@@ -142,6 +143,17 @@ TEST_CASE("cuda: predict_backward's default at in_dim 8 and 16, with g on and of
             REQUIRE(s.ok());
             require_matches("grad_u", p.grad_u, expected_u, shape.out_caps * shape.out_dim);
             require_matches("grad_W", p.grad_W, expected_W, shape.batch);
+            // Which one ran: bitwise equal to it named (the two sum in
+            // different orders).
+            std::vector<float> named_u(p.grad_u.size()), named_W(p.grad_W.size());
+            Options named = o;
+            named.implementation = g == aligned ? "vectors" : "tuned";
+            INFO("expected the default to be " << named.implementation);
+            REQUIRE(predict_backward(g_view, host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()),
+                                     host_view(named_u, p.u_shape()), host_view(named_W, p.W_shape()), named)
+                        .ok());
+            REQUIRE(named_u == p.grad_u);
+            REQUIRE(named_W == p.grad_W);
             if (g != aligned) {
                 o.implementation = "vectors";
                 const Status refused =
