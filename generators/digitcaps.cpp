@@ -529,6 +529,11 @@ public:
         g.outputs = {grad_u, grad_W, grad_b0};
         require_dense(u), require_dense(W), require_dense(b0), require_dense(grad_v);
         require_dense(grad_u), require_dense(grad_W), require_dense(grad_b0);
+        // The gradients have their inputs' shapes (the runtime checks it):
+        // said to Halide, a schedule's conditions on an output's extents
+        // reach the inputs' index clamps.
+        for (int d = 0; d < 4; d++) grad_W.dim(d).set_extent(W.dim(d).extent());
+        for (int d = 0; d < 3; d++) grad_u.dim(d).set_extent(u.dim(d).extent());
         set_estimates();
         if (!using_autoscheduler()) halcaps::schedule_digitcaps_backward(schedule, get_target(), g);
     }

@@ -647,6 +647,12 @@ void grad_input_register_tiles(PredictGradInputStages &s, const GradInputGpuTili
 // L1 is still the busy unit. Tried before it (run1 there) and slower:
 // `tuned` with W's slices staged in shared memory once a block and read as
 // vectors, the block walking 4 (or 2) tiles of 4 batch rows: 173 us (213).
+// Tried after it (run6 there): the block's g rows staged in shared memory
+// batch innermost (copied along (e, j), coalesced; the batch extent padded
+// to 33 or 65 so that both the copy and the reads are conflict-free), each
+// thread then reading its own column: 110 us (32 rows a block) and 115 us
+// (64), 11% of the warps active (the tile takes 21-42 KB of shared memory),
+// and past 48 KB at wide b32 (the launch fails). Dropped.
 void grad_input_row_vectors(PredictGradInputStages &s) {
     constexpr int vector = 4, batch_tile = 64, k_tile = 8;
     const Expr E = s.r_ej.x.extent();

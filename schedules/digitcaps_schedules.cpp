@@ -356,7 +356,8 @@ void root_rows(Func f, int threads, int batch_tile) {
 // as tiled_predict and rows_predict schedule them (tiled_predict's comment
 // says why). Returns u_hat's stored copy.
 Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
-                                const std::string &grad_input_schedule = "tuned") {
+                                const std::string &grad_input_schedule = "tuned",
+                                const std::string &grad_weight_schedule = "tuned") {
     RoutingStages &r = g.forward;
     const Func grad_u = g.outputs[0], grad_W = g.outputs[1];
 
@@ -386,7 +387,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     grad_weight.grad_W = grad_W;
     grad_weight.k = g.k, grad_weight.e = r.e, grad_weight.j = r.j, grad_weight.i = r.i;
     grad_weight.rb = g.rb;
-    schedule_predict_grad_weight("tuned", target, grad_weight);
+    schedule_predict_grad_weight(grad_weight_schedule, target, grad_weight);
 
     return forward.u_hat;
 }
@@ -568,26 +569,29 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // those rows are L2 hits). Not run: the e sums as 4 lanes per row (rfactor
 // over quarters, staged in shared memory), whose PTX kept scalar loads.
 //
-// rows_vectors (grad_input_schedule "vectors"): the same, with the
-// prediction's `vectors` grad_u kernel (a thread per batch row reading
-// grad_u_hat 16 bytes at a time; schedules/capsule_prediction_schedules.cpp,
-// grad_input_row_vectors). grad_W keeps `tuned`: the `vectors` grad_W's
-// loads of grad_u_hat stay scalar here (the layer clamps e against W's
-// out_dim, not grad_W's, so the clamp is not simplified away). Measured
-// 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-gradient-tries/
-// run3, device time, `halcaps bench --device cuda --op digitcaps_backward
-// --implementations rows_predict,rows_vectors --repeats 30 --seed 442`):
-// MNIST b128 697.5 us (rows_predict 737.1), b512 2267.9 (2459.4). The first
-// build aligned grad_u_hat's region to 4 e (align_bounds), which at out_dim
-// 1 computed e past the row and read grad_v out of bounds (Halide's bounds
-// check failed 2 CUDA test cases); the region is now bounded to the row.
+// rows_vectors (gradient schedules "vectors"): the same, with the
+// prediction's `vectors` gradient kernels (grad_u a thread per batch row,
+// grad_W a thread per 4 e and 4 k, both reading grad_u_hat 16 bytes at a
+// time; schedules/capsule_prediction_schedules.cpp). grad_u_hat's region is
+// bounded to the whole row (its readers clamp e), which makes its rows
+// provably start 16-byte aligned. Measured 2026-11-22 on an NVIDIA H200
+// (bench/results/nvidia-h200-gradient-tries/run6, device time, `halcaps
+// bench --device cuda --op digitcaps_backward --repeats 30 --seed 462`):
+// MNIST b128 653.8 us (rows_predict 728.7; with `vectors`' grad_u alone
+// 693.1), b512 2110.7 (2443.1; 2267.5). On the way: `vectors`' grad_W kept
+// scalar loads until the layer's generator tied the gradients' extents to
+// the inputs' (its index clamps are against W's out_dim); the first build
+// aligned grad_u_hat's region to 4 e (align_bounds), which at out_dim 1
+// computed e past the row and read grad_v out of bounds (Halide's bounds
+// check failed 2 CUDA test cases, run3).
 void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
-                           const std::string &grad_input_schedule = "tuned") {
+                           const std::string &grad_input_schedule = "tuned",
+                           const std::string &grad_weight_schedule = "tuned") {
     RoutingStages &r = g.forward;
     const Var e = r.e, j = r.j, i = r.i, b = r.b;
     const Expr out_dim = r.re.x.extent();
 
-    Func u_hat = schedule_prediction_stages(target, g, grad_input_schedule);
+    Func u_hat = schedule_prediction_stages(target, g, grad_input_schedule, grad_weight_schedule);
     // Rows of E start 16-byte aligned, so that a row's loads are 16-byte vectors.
     u_hat.align_storage(e, 4);
     for (auto &it : r.iterations) it.squash.v.align_storage(e, 4);
@@ -596,10 +600,10 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
     // grad_u_hat: with E == 16 a thread writes 4 e of a row as one vector;
     // otherwise root_rows.
     g.grad_u_hat.compute_root().align_storage(e, 4);
-    // vectors' grad_u reads grad_u_hat 16 bytes at a time: its rows must
+    // vectors' gradients read grad_u_hat 16 bytes at a time: its rows must
     // provably start at multiples of 4 e. The region in e is always the
     // whole row (its readers clamp e); saying so makes its start 0.
-    if (grad_input_schedule == "vectors") g.grad_u_hat.bound(e, 0, out_dim);
+    if (grad_input_schedule == "vectors" || grad_weight_schedule == "vectors") g.grad_u_hat.bound(e, 0, out_dim);
     Var eo("eo"), ei("ei"), ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
     g.grad_u_hat.specialize(out_dim == 16)
         .split(e, eo, ei, 4, TailStrategy::RoundUp)
@@ -724,7 +728,7 @@ void schedule_digitcaps_backward(const std::string &name, const Target &target, 
     if (target.has_gpu_feature()) {
         if (name == "tiled_predict") return backward_tiled_predict(target, g);
         if (name == "rows_predict") return backward_rows_predict(target, g);
-        if (name == "rows_vectors") return backward_rows_predict(target, g, "vectors");
+        if (name == "rows_vectors") return backward_rows_predict(target, g, "vectors", "vectors");
         return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
     }
     backward_cpu(target, g, true);

@@ -63,7 +63,7 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         require_close("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), c.iterations), 1e-4);
     }
     // The layer's backward: rows_vectors at 3 iterations (rows_predict when a
-    // host grad_u is off a 16-byte boundary), stage_per_kernel at 1.
+    // host grad_u, or grad_W, is off a 16-byte boundary), stage_per_kernel at 1.
     struct BackwardCase {
         int iterations;
         bool grad_u_aligned;

@@ -142,10 +142,10 @@ private:
 //                       261.4 us, 2026-11-22; 3 iterations, and only CapsNet's
 //                       shapes: digitcaps() falls back when it refuses one),
 //                       else fused (829.1 us; stage_per_kernel 1183 us)
-//   digitcaps_backward  rows_vectors (697.5 us, rows_predict 737.1 us, 2026-11-22;
-//                       3 iterations; rows_predict when grad_u is off a 16-byte
-//                       boundary: digitcaps_backward()), else stage_per_kernel
-//                       (3964.3 us)
+//   digitcaps_backward  rows_vectors (653.8 us, rows_predict 728.7 us, 2026-11-22;
+//                       3 iterations; rows_predict when grad_u or grad_W is off
+//                       a 16-byte boundary: digitcaps_backward()), else
+//                       stage_per_kernel (3964.3 us)
 //   route               stage_per_kernel (745 us against 1391 us for routing_fused)
 //   route_backward      stage_per_kernel (its tiled_stages is checked, not timed yet)
 struct CudaDefault {
@@ -349,11 +349,13 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
-    // rows_vectors, the CUDA default, stores grad_u 16 bytes at a time and so
-    // requires it on a 16-byte boundary (device tensors are, halide_call.cpp);
-    // with a host grad_u off that boundary the default is rows_predict.
+    // rows_vectors, the CUDA default, stores grad_u and grad_W 16 bytes at a
+    // time and so requires them on a 16-byte boundary (device tensors are,
+    // halide_call.cpp); with a host one off that boundary the default is
+    // rows_predict.
     if (options.implementation.empty() && std::string(kernel->schedule) == "rows_vectors" &&
-        reinterpret_cast<std::uintptr_t>(grad_u.data) % 16 != 0) {
+        (reinterpret_cast<std::uintptr_t>(grad_u.data) % 16 != 0 ||
+         reinterpret_cast<std::uintptr_t>(grad_W.data) % 16 != 0)) {
         if (Status s = detail::find_routing_kernel(op, generators_of(op), "rows_predict", device, iterations, &kernel);
             !s.ok()) {
             return s;
