@@ -7,6 +7,8 @@
 // forward pass and both gradients are bound by moving u_hat or g once.
 #include "capsule_prediction_schedules.h"
 
+#include <functional>
+
 #include "autoschedule.h"
 #include "common.h"
 #include "space_knobs.h"
@@ -464,6 +466,16 @@ Expr strides_multiple_of(const OutputImageParam &buffer, int vector) {
     return all;
 }
 
+// The `vectors` gradients' fast paths: out_dim 16, in_dim 8 or 16, and
+// `aligned` (the runtime picks `vectors` by the same rule,
+// runtime/src/capsule_prediction.cpp); `mapping` applied to each fast path,
+// then to the generic one.
+void vectors_fast_paths(Func output, const Expr &aligned, const Expr &out_dim, const Expr &in_dim,
+                        const std::function<void(Stage)> &mapping) {
+    for (int K : {8, 16}) mapping(output.specialize(aligned && out_dim == 16 && in_dim == K));
+    mapping(output);
+}
+
 // vectors' grad_W: a thread owns 4 consecutive e of one (j, i) and 4
 // consecutive k (16 accumulators, four 4-wide vectors over k) and walks the
 // whole batch, 2 rows unrolled. Per batch row it loads the 4 values of g as
@@ -512,9 +524,7 @@ void grad_weight_quads(PredictGradWeightStages &s) {
             .vectorize(ki)
             .unroll(ei);
     };
-    mapping(s.grad_W.specialize(aligned && E == 16 && K == 8));
-    mapping(s.grad_W.specialize(aligned && E == 16 && K == 16));
-    mapping(s.grad_W);
+    vectors_fast_paths(s.grad_W, aligned, E, K, mapping);
 
     s.accum.compute_at(s.grad_W, qt)
         .store_in(MemoryType::Register)
@@ -670,9 +680,7 @@ void grad_input_row_vectors(PredictGradInputStages &s) {
             .gpu_blocks(ko, bo, s.i)
             .vectorize(ki);
     };
-    mapping(s.grad_u.specialize(aligned && E == 16 && K == 8));
-    mapping(s.grad_u.specialize(aligned && E == 16 && K == 16));
-    mapping(s.grad_u);
+    vectors_fast_paths(s.grad_u, aligned, E, K, mapping);
 
     s.accum.compute_at(s.grad_u, bt)
         .store_in(MemoryType::Register)
