@@ -454,15 +454,20 @@ void grad_weight_register_tiles(PredictGradWeightStages &s, const GradWeightGpuT
         .unroll(rbi);
 }
 
-// Vector loads and stores need every row offset provably a multiple of the
-// vector: the strides are products of extents (dense), but Halide addresses
-// a buffer through the strides themselves, so their multiples are part of a
-// fast path's condition. `buffer` may be undefined (an intermediate of a
-// larger pipeline): then only the others count.
-Expr strides_multiple_of(const OutputImageParam &buffer, int vector) {
+// For 16-byte loads and stores of 4 floats: declares each buffer's start
+// 16-byte aligned (Halide then checks a host pointer; device tensors are
+// 16-byte aligned, which the runtime checks) and returns the condition that
+// every row offset is a multiple of 4. The strides are products of extents
+// (dense), but Halide addresses a buffer through the strides themselves, so
+// their multiples are part of a fast path's condition. An undefined buffer
+// (an intermediate of a larger pipeline) is left out.
+Expr declare_aligned_to_vectors(const std::vector<OutputImageParam> &buffers) {
     Expr all = Internal::const_true();
-    if (!buffer.defined()) return all;
-    for (int d = 1; d < buffer.dimensions(); d++) all = all && (buffer.dim(d).stride() % vector == 0);
+    for (OutputImageParam buffer : buffers) {
+        if (!buffer.defined()) continue;
+        buffer.set_host_alignment(16);
+        for (int d = 1; d < buffer.dimensions(); d++) all = all && (buffer.dim(d).stride() % 4 == 0);
+    }
     return all;
 }
 
@@ -485,19 +490,19 @@ void vectors_fast_paths(Func output, const Expr &aligned, const Expr &out_dim, c
 // broadcasts: 9 loads for 8 FMAs, and too few bytes in flight (under ncu
 // DRAM 32% busy, L1 60%).
 // Fast path (specialised): out_dim 16, in_dim 8 or 16, every stride a
-// multiple of 4 and g, u and grad_W 16-byte aligned (declared: Halide then
-// checks a host pointer; device tensors are 16-byte aligned, which the runtime
-// checks). Elsewhere the same mapping runs with guards and scalar loads.
+// multiple of 4 and g, u and grad_W 16-byte aligned
+// (declare_aligned_to_vectors). Elsewhere the same mapping runs with guards
+// and scalar loads.
 // Predicted (written before the run): from 66 us under ncu to 35-40 us.
 // Measured 2026-11-22 on an NVIDIA H200
 // (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks, MNIST
 // b128): 52.6 us (`tuned` 66.4): DRAM 40% busy, L1 83%, 32% of the warps
-// active. Both `vectors` gradients together, device time (run3 there,
-// `halcaps bench --device cuda --op predict_backward --repeats 30 --seed
-// 441`): MNIST b128 106.4 us (`tuned` 153.5, hand-written cuda_fused 66.0),
-// b512 347.0 (555.1, 219.5), wide b32 278.6 (518.0, 178.9). 128 threads a block with 4 rows unrolled: 60.5 us. The prediction
-// missed: the L1 is now the busier unit. Tried before it (run1 there) and
-// slower: `tuned`'s thread with the batch split over 8 (or 4) threads of a
+// active; 128 threads a block with 4 rows unrolled: 60.5 us. The prediction
+// missed: the L1 is now the busier unit. Both `vectors` gradients together,
+// device time (run3 there, `halcaps bench --device cuda --op
+// predict_backward --repeats 30 --seed 441`): MNIST b128 106.4 us (`tuned`
+// 153.5, hand-written cuda_fused 66.0), b512 347.0 (555.1, 219.5), wide b32
+// 278.6 (518.0, 178.9). Tried before it (run1 there) and slower: `tuned`'s thread with the batch split over 8 (or 4) threads of a
 // block, whose partial sums are added through shared memory (an rfactor):
 // 113 us (169 us with 4), each thread walking only 16 rows with little in
 // flight.
@@ -505,11 +510,7 @@ void grad_weight_quads(PredictGradWeightStages &s) {
     constexpr int vector = 4, threads = 64, batch_unroll = 2;
     const Expr K = s.grad_W.output_buffer().dim(0).extent();
     const Expr E = s.grad_W.output_buffer().dim(1).extent();
-    const Expr aligned = strides_multiple_of(s.grad_W.output_buffer(), vector) &&
-                         strides_multiple_of(s.g_buffer, vector) && strides_multiple_of(s.u_buffer, vector);
-    if (s.g_buffer.defined()) s.g_buffer.set_host_alignment(16);
-    if (s.u_buffer.defined()) s.u_buffer.set_host_alignment(16);
-    s.grad_W.output_buffer().set_host_alignment(16);
+    const Expr aligned = declare_aligned_to_vectors({s.grad_W.output_buffer(), s.g_buffer, s.u_buffer});
 
     Var ko("ko"), ki("ki"), eo("eo"), ei("ei"), q("q"), qo("qo"), qt("qt");
     auto mapping = [&](Stage f) {
@@ -633,88 +634,6 @@ void grad_input_register_tiles(PredictGradInputStages &s, const GradInputGpuTili
 // gradients took 214.5 us at MNIST b128 against tuned's 153.1 (b512 699.6 vs
 // 554.3, wide b32 780.6 vs 517.7): every g load of a warp touches 32 rows,
 // far apart. Not kept.
-// vectors' grad_u: a thread owns one batch row of one capsule, (b, i), with
-// its 8 k as two 4-wide vector accumulators, and walks the (e, j) row 4 e
-// at a time: one 16-byte load of its own g row, then for each of the 4 e
-// the 8 values of W (two 16-byte shared loads, the same address for every
-// lane: broadcasts) and 8 FMAs. W's slice of the block's capsule is staged in
-// shared memory once, k innermost; blocks of 64 batch rows of one capsule.
-// The lanes of a warp read 32 different g rows, but each load takes 16 bytes
-// of a row, and the next load of the same lane the next 16 (in the same
-// 32-byte sector, which the L1 still holds). The row-per-thread schedule tried
-// on 2026-11-21 (comment above grad_input_lanes) read g 4 bytes at a time:
-// 4 times the L1 requests. `tuned` (grad_input_lanes) reads W again for
-// every 4 batch rows and spills at 64 registers (L1 95% busy).
-// Fast path (specialised): out_dim 16, in_dim 8 or 16, every stride a
-// multiple of 4 and g and grad_u 16-byte aligned (declared, as for
-// grad_weight_quads). Elsewhere the same mapping with guards, scalar loads.
-// Predicted (written before the run): grad_u from 111 us under ncu to about
-// 40 us (L1-bound, 32 sectors a g load). Measured 2026-11-22 on an NVIDIA
-// H200 (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks,
-// MNIST b128): 64-66 us (`tuned` 111), L1 86% busy, DRAM 33% (both
-// gradients in device time: grad_weight_quads' comment). Blocks of 32
-// rows with 2 e quads unrolled: 67-68 us. The prediction missed by 1.6x: the
-// L1 is still the busy unit. Tried before it (run1 there) and slower:
-// `tuned` with W's slices staged in shared memory once a block and read as
-// vectors, the block walking 4 (or 2) tiles of 4 batch rows: 173 us (213).
-// Tried after it (run6 there): the block's g rows staged in shared memory
-// batch innermost (copied along (e, j), coalesced; the batch extent padded
-// to 33 or 65 so that both the copy and the reads are conflict-free), each
-// thread then reading its own column: 110 us (32 rows a block) and 115 us
-// (64), 11% of the warps active (the tile takes 21-42 KB of shared memory),
-// and past 48 KB at wide b32 (the launch fails). Dropped.
-void grad_input_row_vectors(PredictGradInputStages &s) {
-    constexpr int vector = 4, batch_tile = 64, k_tile = 8;
-    const Expr E = s.r_ej.x.extent();
-    const Expr K = s.grad_u.output_buffer().dim(0).extent();
-    const Expr aligned = strides_multiple_of(s.grad_u.output_buffer(), vector) && strides_multiple_of(s.g_buffer, vector);
-    if (s.g_buffer.defined()) s.g_buffer.set_host_alignment(16);
-    s.grad_u.output_buffer().set_host_alignment(16);
-
-    Var bo("bo"), bt("bt"), ko("ko"), ki("ki");
-    auto mapping = [&](Stage f) {
-        f.split(s.k, ko, ki, k_tile, TailStrategy::GuardWithIf)
-            .split(s.b, bo, bt, batch_tile, TailStrategy::GuardWithIf)
-            .reorder(ki, bt, ko, bo, s.i)
-            .gpu_threads(bt)
-            .gpu_blocks(ko, bo, s.i)
-            .vectorize(ki);
-    };
-    vectors_fast_paths(s.grad_u, aligned, E, K, mapping);
-
-    s.accum.compute_at(s.grad_u, bt)
-        .store_in(MemoryType::Register)
-        .bound_extent(s.k, k_tile)
-        .bound_extent(s.i, 1)
-        .bound_extent(s.b, 1)
-        .vectorize(s.k);
-    RVar eo("eo"), ei("ei");
-    s.accum.update()
-        .split(s.r_ej.x, eo, ei, vector, TailStrategy::GuardWithIf)
-        .reorder(s.k, ei, eo, s.r_ej.y)
-        .vectorize(s.k)
-        .unroll(ei);
-
-    // The thread's 4 consecutive e of its g row: one 16-byte load.
-    Func g_quad = s.g_in.in(s.accum);
-    std::vector<Var> ga = g_quad.args();  // (e, j, i, b)
-    g_quad.compute_at(s.accum, eo).store_in(MemoryType::Register).bound_extent(ga[0], vector).vectorize(ga[0]);
-
-    // W's slice of the block's capsule (and k tile) in shared memory, k
-    // innermost, copied by the block's threads.
-    Func W_tile = s.W_in.in(s.accum);
-    std::vector<Var> w = W_tile.args();  // (k, e, j, i)
-    Var flat("w_flat"), flat_o("w_flat_o"), flat_i("w_flat_i");
-    W_tile.compute_at(s.grad_u, ko)
-        .store_in(MemoryType::GPUShared)
-        .bound_extent(w[0], k_tile)
-        .bound_extent(w[3], 1)
-        .fuse(w[0], w[1], flat)
-        .fuse(flat, w[2], flat)
-        .split(flat, flat_o, flat_i, batch_tile, TailStrategy::GuardWithIf)
-        .gpu_threads(flat_i);
-}
-
 void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) {
     RVar rej("rej"), ro("ro"), rl("rl");
     Var lane("lane");
@@ -762,6 +681,86 @@ void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) 
         .unroll(q[2]);
     partial.update().reorder(q[0], q[2], ro).unroll(q[0]).unroll(q[2]);
 
+}
+
+// vectors' grad_u: a thread owns one batch row of one capsule, (b, i), with
+// its 8 k as two 4-wide vector accumulators, and walks the (e, j) row 4 e
+// at a time: one 16-byte load of its own g row, then for each of the 4 e
+// the 8 values of W (two 16-byte shared loads, the same address for every
+// lane: broadcasts) and 8 FMAs. W's slice of the block's capsule is staged in
+// shared memory once, k innermost; blocks of 64 batch rows of one capsule.
+// The lanes of a warp read 32 different g rows, but each load takes 16 bytes
+// of a row, and the next load of the same lane the next 16 (in the same
+// 32-byte sector, which the L1 still holds). The row-per-thread schedule tried
+// on 2026-11-21 (comment above grad_input_lanes) read g 4 bytes at a time:
+// 4 times the L1 requests. `tuned` (grad_input_lanes) reads W again for
+// every 4 batch rows and spills at 64 registers (L1 95% busy).
+// Fast path (specialised): out_dim 16, in_dim 8 or 16, every stride a
+// multiple of 4 and g and grad_u 16-byte aligned (declared, as for
+// grad_weight_quads). Elsewhere the same mapping with guards, scalar loads.
+// Predicted (written before the run): grad_u from 111 us under ncu to about
+// 40 us (L1-bound, 32 sectors a g load). Measured 2026-11-22 on an NVIDIA
+// H200 (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks,
+// MNIST b128): 64-66 us (`tuned` 111), L1 86% busy, DRAM 33% (both
+// gradients in device time: grad_weight_quads' comment). Blocks of 32
+// rows with 2 e quads unrolled: 67-68 us. The prediction missed by 1.6x: the
+// L1 is still the busy unit. Tried before it (run1 there) and slower:
+// `tuned` with W's slices staged in shared memory once a block and read as
+// vectors, the block walking 4 (or 2) tiles of 4 batch rows: 173 us (213).
+// Tried after it (run6 there): the block's g rows staged in shared memory
+// batch innermost (copied along (e, j), coalesced; the batch extent padded
+// to 33 or 65 so that both the copy and the reads are conflict-free), each
+// thread then reading its own column: 110 us (32 rows a block) and 115 us
+// (64), 11% of the warps active (the tile takes 21-42 KB of shared memory),
+// and past 48 KB at wide b32 (the launch fails). Dropped.
+void grad_input_row_vectors(PredictGradInputStages &s) {
+    constexpr int vector = 4, batch_tile = 64, k_tile = 8;
+    const Expr E = s.r_ej.x.extent();
+    const Expr K = s.grad_u.output_buffer().dim(0).extent();
+    const Expr aligned = declare_aligned_to_vectors({s.grad_u.output_buffer(), s.g_buffer});
+
+    Var bo("bo"), bt("bt"), ko("ko"), ki("ki");
+    auto mapping = [&](Stage f) {
+        f.split(s.k, ko, ki, k_tile, TailStrategy::GuardWithIf)
+            .split(s.b, bo, bt, batch_tile, TailStrategy::GuardWithIf)
+            .reorder(ki, bt, ko, bo, s.i)
+            .gpu_threads(bt)
+            .gpu_blocks(ko, bo, s.i)
+            .vectorize(ki);
+    };
+    vectors_fast_paths(s.grad_u, aligned, E, K, mapping);
+
+    s.accum.compute_at(s.grad_u, bt)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.k, k_tile)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, 1)
+        .vectorize(s.k);
+    RVar eo("eo"), ei("ei");
+    s.accum.update()
+        .split(s.r_ej.x, eo, ei, vector, TailStrategy::GuardWithIf)
+        .reorder(s.k, ei, eo, s.r_ej.y)
+        .vectorize(s.k)
+        .unroll(ei);
+
+    // The thread's 4 consecutive e of its g row: one 16-byte load.
+    Func g_quad = s.g_in.in(s.accum);
+    std::vector<Var> ga = g_quad.args();  // (e, j, i, b)
+    g_quad.compute_at(s.accum, eo).store_in(MemoryType::Register).bound_extent(ga[0], vector).vectorize(ga[0]);
+
+    // W's slice of the block's capsule (and k tile) in shared memory, k
+    // innermost, copied by the block's threads.
+    Func W_tile = s.W_in.in(s.accum);
+    std::vector<Var> w = W_tile.args();  // (k, e, j, i)
+    Var flat("w_flat"), flat_o("w_flat_o"), flat_i("w_flat_i");
+    W_tile.compute_at(s.grad_u, ko)
+        .store_in(MemoryType::GPUShared)
+        .bound_extent(w[0], k_tile)
+        .bound_extent(w[3], 1)
+        .fuse(w[0], w[1], flat)
+        .fuse(flat, w[2], flat)
+        .split(flat, flat_o, flat_i, batch_tile, TailStrategy::GuardWithIf)
+        .gpu_threads(flat_i);
 }
 
 // A point of the schedule space (schedules/spaces/capsule_predict_*.space):

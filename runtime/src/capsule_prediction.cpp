@@ -40,7 +40,7 @@ bool batch_walk_fits(const TensorView &u, const TensorView &u_hat) {
 bool gradient_vectors_fit(const std::vector<const TensorView *> &tensors, const TensorView &u, const TensorView &g) {
     if (g.shape[3] != 16 || (u.shape[2] != 8 && u.shape[2] != 16)) return false;
     for (const TensorView *t : tensors) {
-        if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0) return false;
+        if (!detail::on_16_byte_boundary(*t)) return false;
     }
     return true;
 }

@@ -2,7 +2,6 @@
 // backward: argument checks, device and implementation choice, then the
 // Halide kernels (generators/digitcaps.cpp).
 #include <algorithm>
-#include <cstdint>
 #include <deque>
 #include <map>
 #include <set>
@@ -354,8 +353,7 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
     // halide_call.cpp); with a host one off that boundary the default is
     // rows_predict.
     if (options.implementation.empty() && std::string(kernel->schedule) == "rows_vectors" &&
-        (reinterpret_cast<std::uintptr_t>(grad_u.data) % 16 != 0 ||
-         reinterpret_cast<std::uintptr_t>(grad_W.data) % 16 != 0)) {
+        !(detail::on_16_byte_boundary(grad_u) && detail::on_16_byte_boundary(grad_W))) {
         if (Status s = detail::find_routing_kernel(op, generators_of(op), "rows_predict", device, iterations, &kernel);
             !s.ok()) {
             return s;

@@ -133,6 +133,8 @@ int HalideKernel::operator()(const void *user_context, const int32_t *scalars, h
                   std::make_index_sequence<kMaxScalars + 1>{});
 }
 
+bool on_16_byte_boundary(const TensorView &t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
+
 Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
                   const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
                   const std::vector<int32_t> &scalars, const std::vector<const char *> &names) {
@@ -149,7 +151,7 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
     }
     for (size_t n = 0; n < names.size(); n++) {
         const TensorView &view = n < inputs.size() ? inputs[n] : outputs[n - inputs.size()];
-        if (view.space == MemorySpace::cuda && reinterpret_cast<std::uintptr_t>(view.data) % 16 != 0) {
+        if (view.space == MemorySpace::cuda && !on_16_byte_boundary(view)) {
             return {StatusCode::misaligned_pointer,
                     std::string(op) + ": " + names[n] +
                         " is in cuda memory at an address that is not 16-byte aligned; the Halide "

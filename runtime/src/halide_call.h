@@ -87,6 +87,11 @@ private:
     int scalars_ = 0;
 };
 
+// Whether a tensor's data starts on a 16-byte boundary: what Halide's
+// 16-byte loads and stores assume (run_halide refuses device tensors that do
+// not; a kernel that declares a host buffer aligned checks it itself).
+bool on_16_byte_boundary(const TensorView &t);
+
 // Runs `kernel` on inputs -> outputs (in the kernel's argument order) on the
 // given device. For CUDA, a tensor in device memory is wrapped, never copied;
 // a host tensor is copied to the device (inputs) or back (outputs), and the
