@@ -170,8 +170,13 @@ void squash_kernel(FusedDigitCapsStages &f, size_t t) {
     Func out = last ? f.v : p.squash.v;
     if (!last) out.compute_root();
     out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
-    p.s.compute_at(out, b).gpu_threads(e, j);
-    p.s.update().gpu_threads(e, j);
+    // s's sum (over the partial sums' groups in fused_split) in a register
+    // of its thread, then copied once into the block's shared row: summed in
+    // shared memory, each add was a load and a store there, and the global
+    // loads could not be issued together.
+    Func s_shared = p.s.in();
+    s_shared.compute_at(out, b).gpu_threads(e, j);
+    p.s.compute_at(s_shared, e).store_in(MemoryType::Register);
     // Each (e, j) thread computes its row's max and norm itself, reading
     // s's row from shared memory: out_dim-fold redundant, but without the
     // four barriers and the serial walks of one thread per j.
@@ -826,14 +831,23 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         Var group("group" + tag);
         Func groups = p.s.update().split(rio, so, si, tile.partial_groups, TailStrategy::GuardWithIf).rfactor(si, group);
         // One kernel, a thread per (e, j, b, group) summing its group in a
-        // register (init and update were two kernels).
+        // register (init and update were two kernels). Its loop over the
+        // group's chunks, and the squash kernel's over the groups, are left
+        // rolled: Halide then splits off their tails, and ptxas issues four
+        // loads at a time. Unrolled by Halide, each load sat behind its own
+        // tail test (load, add, compare, branch), one at a time.
+        // Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-
+        // forward-sums/run1, device time, `halcaps bench --device cuda --op
+        // digitcaps --shapes mnist_b128,mnist_b512 --seed 501` and 502):
+        // fused_split_all_vectors 171.8 / 172.8 us at b128 against 184.8 /
+        // 182.5 with both unrolled (the previous binary, same session),
+        // 540.2 / 543.2 against 573.9 / 570.8 at b512. Under ncu at the
+        // device's own clocks, caches not flushed: group sums 3.8 us a
+        // pass, squash 3.7.
         Func groups_out = groups.in();
         groups_out.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
         groups.compute_at(groups_out, e).store_in(MemoryType::Register);
-        RVar soo("s_oo" + tag), soi("s_oi" + tag);
-        groups.update().split(so, soo, soi, 8, TailStrategy::GuardWithIf).unroll(soi);
         squash_kernel(f, t);
-        p.s.update().unroll(si);
     }
 }
 
