@@ -31,26 +31,18 @@ struct RoutingArgs {
     uint64_t seed = 0;
 };
 
+// No name given: the library's own default for the op, the shape and the
+// device (one run, labelled "default", as the other commands do); "all":
+// every implementation built for the device and the iteration count.
 std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, int iterations,
                                                 Device device) {
+    if (requested != "all") return {requested};
     std::vector<std::string> names;
-    if (requested != "" && requested != "all") return {requested};
     for (const auto &info : list_implementations()) {
         if (info.op != op || info.device != device) continue;
         for (int n : info.iterations) {
             if (n == iterations) names.push_back(info.implementation);
         }
-    }
-    // No name given: the device's default if it is built for this op
-    // ("cpu" on the CPU), else the first listed that is not autoscheduled
-    // (the names sort, so auto_* would come first).
-    if (requested.empty() && names.size() > 1) {
-        const std::string preferred = default_implementation(device);
-        if (std::find(names.begin(), names.end(), preferred) != names.end()) return {preferred};
-        for (const auto &name : names) {
-            if (name.rfind("auto_", 0) != 0) return {name};
-        }
-        names.resize(1);
     }
     return names;
 }
@@ -148,7 +140,7 @@ void run(RoutingArgs &a) {
         failures += !result.passed;
         const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call()); });
         if (first_us == 0) first_us = t.median_us;
-        print_row("forward", name, result, t, first_us);
+        print_row("forward", row_label(name), result, t, first_us);
         if (!a.out_path.empty() && !saved) {
             std::string error;
             if (!npy::write_float32(a.out_path, v.shape(), v.host().data(), &error)) throw UsageError{error};
@@ -196,7 +188,7 @@ void run(RoutingArgs &a) {
             failures += !worst.passed;
             const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call()); });
             if (first_us == 0) first_us = t.median_us;
-            print_row("backward", name, worst, t, first_us);
+            print_row("backward", row_label(name), worst, t, first_us);
         }
     }
     if (failures) throw UsageError{std::to_string(failures) + " check(s) failed"};
@@ -215,7 +207,8 @@ void add_common_options(CLI::App *cmd, RoutingArgs &a) {
     cmd->add_flag("--b0", a.with_b0, "pass random initial logits b0 [I, J] (default: none, i.e. zeros)");
     cmd->add_option("--b0-file", a.b0_path, "read b0 [I, J] from this .npy file")->check(CLI::ExistingFile);
     cmd->add_option("--schedule", a.implementation,
-                    "implementation to run (see `halcaps info`); default: the device's first; 'all': every one "
+                    "implementation to run (see `halcaps info`); default: the library's default for the op, the shape "
+                    "and the device; 'all': every one "
                     "built for the device and the iteration count");
     cmd->add_flag("--backward", a.backward, "also run the gradients from a random grad_v");
     cmd->add_option("--out", a.out_path, "write v [B, J, E] to this .npy file");

@@ -19,6 +19,10 @@ struct PredictStages {
     Halide::Func u_hat;     // output (e, j, i, b)
     Halide::Var e, j, i, b;
     Halide::RDom rk;        // over in_dim (K, u's innermost extent)
+    Halide::Expr intermediate_out_dim;  // defined only where u_hat is an intermediate of a larger
+                                        // pipeline (the DigitCaps layer's backward), not its output:
+                                        // u_hat's out_dim. Its buffer is then Halide's own, so a
+                                        // schedule may pad it and constrains no output buffer.
 };
 
 // grad_u(k, i, b) = sum_{j,e} g(e, j, i, b) * W(k, e, j, i)

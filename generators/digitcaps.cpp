@@ -209,11 +209,16 @@ void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
 // and leave a tile's points past an edge unstored (the fused layer's u too,
 // for the fused_split variants' batch tiles):
 //  - an index such a tile really runs past (k past in_dim in tiles of 8, b
-//    past the batch in batch tiles) is clamped: the same values in range;
-//  - an index only bounds inference overestimates (W's e and j, taken by the
+//    past the batch in batch tiles, e past an odd out_dim in the pairs of
+//    the batch_walk forward that rows_vectors computes u_hat with) is
+//    clamped: the same values in range;
+//  - an index only bounds inference overestimates (W's j, taken by the
 //    forward tile from a fused (e, j) index whose guarded tail it cannot
 //    see) is promised in range: every read the algorithm makes is (checked
 //    by the odd-size tests under compute-sanitizer memcheck).
+// (W's e was promised too until batch_walk computed u_hat here: at out_dim
+// 1 memcheck then found its pair reading one float past W's end,
+// bench/results/nvidia-h200-forward-sums/run4.)
 // The clamps' bounds are the extents of the RDoms that walk those indices,
 // so the simplifier can drop them inside the sums; the other schedules
 // (stage_per_kernel, tiled_stages, cpu) read u and W only in range and pay
@@ -232,7 +237,7 @@ template <typename Input>
 Func prediction_W(Input &W, Expr in_dim) {
     Var k("k"), e("e"), j("j"), i("i");
     Func f("W_in");
-    f(k, e, j, i) = W(clamp(k, 0, in_dim - 1), in_range(e, W.dim(1).extent()), in_range(j, W.dim(2).extent()), i);
+    f(k, e, j, i) = W(clamp(k, 0, in_dim - 1), clamp(e, 0, W.dim(1).extent() - 1), in_range(j, W.dim(2).extent()), i);
     return f;
 }
 

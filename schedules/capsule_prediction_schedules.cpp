@@ -224,16 +224,29 @@ void predict_batch_vectors(PredictStages &s) {
 // walking 8 rows, 48.5 / 169.9 us against 39.2 / 132.7 (64 registers, 46%
 // of the warps active), dropped.
 void predict_batch_walk(PredictStages &s) {
-    const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
-    const Expr batch = s.u_hat.output_buffer().dim(3).extent();
     const Expr K = s.rk.x.extent();
-    // The 8-byte stores need u_hat's row offsets provably even: its strides
-    // are products of extents (dense), but Halide addresses it through the
-    // strides themselves, so their parity is part of the condition (always
-    // true when out_dim is 16).
-    const Expr fast = (out_dim == 16) && (K == 8) && (batch % 128 == 0) &&
-                      (s.u_hat.output_buffer().dim(2).stride() % 2 == 0) &&
-                      (s.u_hat.output_buffer().dim(3).stride() % 2 == 0);
+    Expr fast;
+    if (s.intermediate_out_dim.defined()) {
+        // u_hat inside the layer's backward: Halide's own buffer, its rows
+        // aligned by the caller, its batch padded to whole tiles of 128 (u is
+        // read clamped there).
+        fast = (s.intermediate_out_dim == 16) && (K == 8);
+    } else {
+        const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
+        const Expr batch = s.u_hat.output_buffer().dim(3).extent();
+        // The 8-byte stores need u_hat's row offsets provably even: its
+        // strides are products of extents (dense), but Halide addresses it
+        // through the strides themselves, so their parity is part of the
+        // condition (always true when out_dim is 16).
+        fast = (out_dim == 16) && (K == 8) && (batch % 128 == 0) &&
+               (s.u_hat.output_buffer().dim(2).stride() % 2 == 0) &&
+               (s.u_hat.output_buffer().dim(3).stride() % 2 == 0);
+        // ... and the buffer's start 8-byte aligned: declared here (Halide
+        // then checks a host u_hat; device tensors are 16-byte aligned,
+        // which the runtime checks, runtime/src/halide_call.cpp). Without it
+        // the stores were two 4-byte ones.
+        s.u_hat.output_buffer().set_host_alignment(8);
+    }
     Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), bo("bo"), bi("bi"), bt("bt"), br("br");
     auto mapping = [&](Stage f, TailStrategy e_tail, TailStrategy b_tail) {
         f.split(s.e, eo, ei, 2, e_tail)
@@ -246,11 +259,6 @@ void predict_batch_walk(PredictStages &s) {
             .gpu_blocks(ejo, s.i, bo)
             .vectorize(ei);
     };
-    // ... and the buffer's start 8-byte aligned: declared here (Halide then
-    // checks a host u_hat; device tensors are 16-byte aligned, which the
-    // runtime checks, runtime/src/halide_call.cpp). Without it the stores
-    // were two 4-byte ones.
-    s.u_hat.output_buffer().set_host_alignment(8);
     mapping(s.u_hat.specialize(fast), TailStrategy::RoundUp, TailStrategy::RoundUp);
     mapping(s.u_hat, TailStrategy::GuardWithIf, TailStrategy::GuardWithIf);
 

@@ -673,6 +673,14 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // innermost, else the strided vectors went to local memory), 16 batch
 // elements a thread (ptxas spills 196 bytes at 64 registers) 279.3 / 903.0
 // us, 8 (no spills, 80-thread blocks) 269.2 / 892.5, against 258.0 / 873.4.
+// Tried 2026-11-22 (bench/results/nvidia-h200-forward-sums/run2, seeds 511
+// and 512): the logits kernel's thread for the partial sums, a thread per
+// (j, 2 batch elements) walking e with its 16 e x 2 sums in registers, W's
+// rows read as 16-byte loads the whole warp shares (41 loads for 288 FMAs
+// a capsule, against 80 here). ptxas hoisted all 16 e's W rows to the top
+// of each capsule and spilled 512 bytes a thread at the 64-register cap:
+// 70-74 us a pass under ncu (FMA pipe 13% busy, 26% of the warps active),
+// the layer 310.5 / 312.2 us at b128 against 173.4 / 176.4. Dropped.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;

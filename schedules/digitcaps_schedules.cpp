@@ -357,7 +357,8 @@ void root_rows(Func f, int threads, int batch_tile) {
 // says why). Returns u_hat's stored copy.
 Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
                                 const std::string &grad_input_schedule = "tuned",
-                                const std::string &grad_weight_schedule = "tuned") {
+                                const std::string &grad_weight_schedule = "tuned",
+                                const std::string &forward_schedule = "tuned") {
     RoutingStages &r = g.forward;
     const Func grad_u = g.outputs[0], grad_W = g.outputs[1];
 
@@ -369,7 +370,8 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     forward.u_hat.compute_root();
     forward.e = r.e, forward.j = r.j, forward.i = r.i, forward.b = r.b;
     forward.rk = r.rk;
-    schedule_predict("tuned", target, forward);
+    forward.intermediate_out_dim = r.re.x.extent();
+    schedule_predict(forward_schedule, target, forward);
 
     PredictGradInputStages grad_input;
     grad_input.g_in = g.grad_u_hat_in;
@@ -584,14 +586,31 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // aligned grad_u_hat's region to 4 e (align_bounds), which at out_dim 1
 // computed e past the row and read grad_v out of bounds (Halide's bounds
 // check failed 2 CUDA test cases, run3).
+// Then (bench/results/nvidia-h200-forward-sums/run3, seeds 521 and 522, the
+// variants side by side): u_hat by the prediction's batch_walk kernel
+// instead of `tuned` (48.3 -> 34.3 us at the device's clocks under ncu),
+// MNIST b128 639.0 / 641.7 us against 652.2 / 654.6; with the logits
+// inlined too (their three kernels gone) 628.0 / 627.5, kept; b512 2031.3 /
+// 2028.8 against 2112.8 / 2112.6. grad_u_hat with 2 batch elements a thread
+// instead of 8, on top: 632.3 / 634.2, not kept.
+//
+// What rows_vectors changes in rows_predict's kernels (besides the gradient
+// schedules): u_hat by the prediction's batch_walk forward, the logits
+// inlined into their readers.
+struct RowsVariant {
+    std::string forward = "tuned";  // the prediction schedule computing u_hat
+    bool inline_logits = false;     // logits[t] = logits[t-1] + agreement[t-1] not stored
+};
+
 void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
                            const std::string &grad_input_schedule = "tuned",
-                           const std::string &grad_weight_schedule = "tuned") {
+                           const std::string &grad_weight_schedule = "tuned",
+                           const RowsVariant &variant = RowsVariant()) {
     RoutingStages &r = g.forward;
     const Var e = r.e, j = r.j, i = r.i, b = r.b;
     const Expr out_dim = r.re.x.extent();
 
-    Func u_hat = schedule_prediction_stages(target, g, grad_input_schedule, grad_weight_schedule);
+    Func u_hat = schedule_prediction_stages(target, g, grad_input_schedule, grad_weight_schedule, variant.forward);
     // Rows of E start 16-byte aligned, so that a row's loads are 16-byte vectors.
     u_hat.align_storage(e, 4);
     for (auto &it : r.iterations) it.squash.v.align_storage(e, 4);
@@ -656,8 +675,14 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
     const std::set<std::string> scheduled = {r.u_hat.name(), g.grad_u_hat.name(), g.grad_u.name(),
                                              g.grad_W.name()};
     const RVar in_caps = r.ri.x;
+    // Inlined, logits[t] is b0 plus t agreements wherever it is read (by
+    // logit_max, exp_sum and c of iteration t): its kernel and its 5.9 MB
+    // store (MNIST b128) go, its readers load t + 1 values instead of one.
+    std::set<std::string> logits;
+    for (const auto &it : r.iterations) logits.insert(it.logits.name());
     visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {
         if (scheduled.count(f.name()) || in_threads.count(f.name())) return;
+        if (variant.inline_logits && logits.count(f.name())) return;
         if (in_caps_sum) {
             chunked_rows_sum(f, in_caps, e, j, b, out_dim);
             return;
@@ -728,7 +753,7 @@ void schedule_digitcaps_backward(const std::string &name, const Target &target, 
     if (target.has_gpu_feature()) {
         if (name == "tiled_predict") return backward_tiled_predict(target, g);
         if (name == "rows_predict") return backward_rows_predict(target, g);
-        if (name == "rows_vectors") return backward_rows_predict(target, g, "vectors", "vectors");
+        if (name == "rows_vectors") return backward_rows_predict(target, g, "vectors", "vectors", {"batch_walk", true});
         return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
     }
     backward_cpu(target, g, true);

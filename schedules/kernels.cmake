@@ -102,8 +102,9 @@ halcaps_add_kernel(digitcaps_backward           tiled_predict     cuda ITERATION
 halcaps_add_kernel(digitcaps_backward           rows_predict      cuda ITERATIONS 3)
 # rows_vectors: rows_predict with the prediction's `vectors` gradient kernels
 # (16-byte loads of grad_u_hat; grad_u and grad_W must start on a 16-byte
-# boundary); the layer backward's CUDA default at 3 iterations (H200, MNIST
-# b128: 653.8 us, rows_predict 728.7).
+# boundary), u_hat by the prediction's batch_walk kernel and the logits
+# inlined; the layer backward's CUDA default at 3 iterations (H200, MNIST
+# b128: 628.0 us, rows_predict 728.7 in an earlier run).
 halcaps_add_kernel(digitcaps_backward           rows_vectors      cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
