@@ -101,11 +101,15 @@ TensorView Tensor::view() {
     return v;
 }
 
-std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device) {
+std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device,
+                                                int iterations) {
     if (requested != "all") return {requested};
     std::vector<std::string> names;
     for (const auto &info : list_implementations()) {
-        if (info.op == op && info.device == device) names.push_back(info.implementation);
+        if (info.op != op || info.device != device) continue;
+        const bool built = iterations == 0 || std::find(info.iterations.begin(), info.iterations.end(), iterations) !=
+                                                  info.iterations.end();
+        if (built) names.push_back(info.implementation);
     }
     return names;
 }

@@ -47,9 +47,11 @@ private:
 
 // The implementations a command runs for --schedule `requested`: "" (no
 // --schedule) the runtime's own default, which may pick per shape (an empty
-// implementation name); "all" every one of `op` built for `device`; else
-// that one.
-std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device);
+// implementation name); "all" every one of `op` built for `device` (and,
+// for a routing op with `iterations` > 0, built for that iteration count);
+// else that one.
+std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device,
+                                                int iterations = 0);
 // The row label of an implementation name ("" is the runtime's default).
 std::string row_label(const std::string &name);
 

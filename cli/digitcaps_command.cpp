@@ -31,22 +31,6 @@ struct RoutingArgs {
     uint64_t seed = 0;
 };
 
-// No name given: the library's own default for the op, the shape and the
-// device (one run, labelled "default", as the other commands do); "all":
-// every implementation built for the device and the iteration count.
-std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, int iterations,
-                                                Device device) {
-    if (requested != "all") return {requested};
-    std::vector<std::string> names;
-    for (const auto &info : list_implementations()) {
-        if (info.op != op || info.device != device) continue;
-        for (int n : info.iterations) {
-            if (n == iterations) names.push_back(info.implementation);
-        }
-    }
-    return names;
-}
-
 void print_row(const char *op, const std::string &implementation, const reference::Comparison &check,
                const Timing &t, double fastest_us) {
     std::printf("%-9s %-14s %-6s %10.1f %10.1f %8.2fx   %s\n", op, implementation.c_str(),
@@ -125,7 +109,7 @@ void run(RoutingArgs &a) {
     int failures = 0;
     double first_us = 0;
     bool saved = false;
-    for (const std::string &name : implementations_to_run(op, a.implementation, a.iterations, device)) {
+    for (const std::string &name : implementations_to_run(op, a.implementation, device, a.iterations)) {
         Options options;
         options.device = device;
         options.implementation = name;
@@ -162,7 +146,7 @@ void run(RoutingArgs &a) {
             ref_a = std::move(r.grad_u_hat), ref_b0 = std::move(r.grad_b0);
         }
         first_us = 0;
-        for (const std::string &name : implementations_to_run(bop, a.implementation, a.iterations, device)) {
+        for (const std::string &name : implementations_to_run(bop, a.implementation, device, a.iterations)) {
             Options options;
             options.device = device;
             options.implementation = name;

@@ -352,13 +352,17 @@ void root_rows(Func f, int threads, int batch_tile) {
         .unroll(bi);
 }
 
+// The capsule prediction's schedules (schedules/capsule_prediction_schedules.cpp)
+// that compute the layer backward's u_hat, grad_u and grad_W.
+struct PredictionSchedules {
+    std::string u_hat = "tuned", grad_u = "tuned", grad_W = "tuned";
+};
+
 // The prediction's kernels of the layer's backward (u_hat, grad_u, grad_W),
-// as tiled_predict and rows_predict schedule them (tiled_predict's comment
-// says why). Returns u_hat's stored copy.
+// as tiled_predict and the rows_* schedules schedule them (tiled_predict's
+// comment says why). Returns u_hat's stored copy.
 Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
-                                const std::string &grad_input_schedule = "tuned",
-                                const std::string &grad_weight_schedule = "tuned",
-                                const std::string &forward_schedule = "tuned") {
+                                const PredictionSchedules &schedules = PredictionSchedules()) {
     RoutingStages &r = g.forward;
     const Func grad_u = g.outputs[0], grad_W = g.outputs[1];
 
@@ -371,7 +375,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     forward.e = r.e, forward.j = r.j, forward.i = r.i, forward.b = r.b;
     forward.rk = r.rk;
     forward.intermediate_out_dim = r.re.x.extent();
-    schedule_predict(forward_schedule, target, forward);
+    schedule_predict(schedules.u_hat, target, forward);
 
     PredictGradInputStages grad_input;
     grad_input.g_in = g.grad_u_hat_in;
@@ -380,7 +384,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     grad_input.grad_u = grad_u;
     grad_input.k = g.k, grad_input.i = r.i, grad_input.b = r.b;
     grad_input.r_ej = g.r_ej;
-    schedule_predict_grad_input(grad_input_schedule, target, grad_input);
+    schedule_predict_grad_input(schedules.grad_u, target, grad_input);
 
     PredictGradWeightStages grad_weight;
     grad_weight.g_in = g.grad_u_hat_in;
@@ -389,7 +393,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     grad_weight.grad_W = grad_W;
     grad_weight.k = g.k, grad_weight.e = r.e, grad_weight.j = r.j, grad_weight.i = r.i;
     grad_weight.rb = g.rb;
-    schedule_predict_grad_weight(grad_weight_schedule, target, grad_weight);
+    schedule_predict_grad_weight(schedules.grad_W, target, grad_weight);
 
     return forward.u_hat;
 }
@@ -594,23 +598,20 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // 2028.8 against 2112.8 / 2112.6. grad_u_hat with 2 batch elements a thread
 // instead of 8, on top: 632.3 / 634.2, not kept.
 //
-// What rows_vectors changes in rows_predict's kernels (besides the gradient
-// schedules): u_hat by the prediction's batch_walk forward, the logits
-// inlined into their readers.
+// What rows_vectors changes in rows_predict's kernels: the prediction's
+// schedules (batch_walk for u_hat, vectors for both gradients) and the
+// logits inlined into their readers.
 struct RowsVariant {
-    std::string forward = "tuned";  // the prediction schedule computing u_hat
-    bool inline_logits = false;     // logits[t] = logits[t-1] + agreement[t-1] not stored
+    PredictionSchedules prediction;
+    bool inline_logits = false;  // logits[t] = logits[t-1] + agreement[t-1] not stored
 };
 
-void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
-                           const std::string &grad_input_schedule = "tuned",
-                           const std::string &grad_weight_schedule = "tuned",
-                           const RowsVariant &variant = RowsVariant()) {
+void backward_rows_predict(const Target &target, RoutingBackwardStages &g, const RowsVariant &variant = RowsVariant()) {
     RoutingStages &r = g.forward;
     const Var e = r.e, j = r.j, i = r.i, b = r.b;
     const Expr out_dim = r.re.x.extent();
 
-    Func u_hat = schedule_prediction_stages(target, g, grad_input_schedule, grad_weight_schedule, variant.forward);
+    Func u_hat = schedule_prediction_stages(target, g, variant.prediction);
     // Rows of E start 16-byte aligned, so that a row's loads are 16-byte vectors.
     u_hat.align_storage(e, 4);
     for (auto &it : r.iterations) it.squash.v.align_storage(e, 4);
@@ -622,7 +623,9 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g,
     // vectors' gradients read grad_u_hat 16 bytes at a time: its rows must
     // provably start at multiples of 4 e. The region in e is always the
     // whole row (its readers clamp e); saying so makes its start 0.
-    if (grad_input_schedule == "vectors" || grad_weight_schedule == "vectors") g.grad_u_hat.bound(e, 0, out_dim);
+    if (variant.prediction.grad_u == "vectors" || variant.prediction.grad_W == "vectors") {
+        g.grad_u_hat.bound(e, 0, out_dim);
+    }
     Var eo("eo"), ei("ei"), ej("ej"), eji("eji"), rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
     g.grad_u_hat.specialize(out_dim == 16)
         .split(e, eo, ei, 4, TailStrategy::RoundUp)
@@ -753,7 +756,7 @@ void schedule_digitcaps_backward(const std::string &name, const Target &target, 
     if (target.has_gpu_feature()) {
         if (name == "tiled_predict") return backward_tiled_predict(target, g);
         if (name == "rows_predict") return backward_rows_predict(target, g);
-        if (name == "rows_vectors") return backward_rows_predict(target, g, "vectors", "vectors", {"batch_walk", true});
+        if (name == "rows_vectors") return backward_rows_predict(target, g, {{"batch_walk", "vectors", "vectors"}, true});
         return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
     }
     backward_cpu(target, g, true);

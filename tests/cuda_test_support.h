@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,16 @@ namespace halcaps::testing {
 inline void cuda_ok(cudaError_t err) {
     INFO(cudaGetErrorString(err));
     REQUIRE(err == cudaSuccess);
+}
+
+// The first float of `storage` that starts on a 16-byte boundary, for a host
+// tensor placed on (that pointer) or off (one float further) the boundary
+// that Halide's 16-byte loads and stores need; `storage` must hold 4 floats
+// more than the tensor.
+inline float *first_on_16_byte_boundary(std::vector<float> &storage) {
+    float *p = storage.data();
+    while (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) p++;
+    return p;
 }
 
 // `host` on the device, starting `offset` floats past a cudaMalloc'd pointer

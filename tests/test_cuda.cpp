@@ -88,8 +88,7 @@ TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off
     INFO("seed " << seed() << ", shape " << shape_name(shape));
     const std::vector<double> expected = reference::predict_f64(p.s, p.u.data(), p.W.data());
     std::vector<float> storage(p.u_hat.size() + 4);
-    float *aligned = storage.data();
-    while (reinterpret_cast<std::uintptr_t>(aligned) % 16 != 0) aligned++;
+    float *aligned = first_on_16_byte_boundary(storage);
     float *off_boundary = aligned + 1;
     for (float *out : {aligned, off_boundary}) {
         INFO("u_hat at byte offset " << reinterpret_cast<std::uintptr_t>(out) % 8 << " from an 8-byte boundary");
@@ -126,8 +125,7 @@ TEST_CASE("cuda: predict_backward's default at in_dim 8 and 16, with g on and of
         const std::vector<double> expected_u = reference::predict_grad_input_f64(p.s, p.g.data(), p.W.data());
         const std::vector<double> expected_W = reference::predict_grad_weight_f64(p.s, p.g.data(), p.u.data());
         std::vector<float> storage(p.g.size() + 4);
-        float *aligned = storage.data();
-        while (reinterpret_cast<std::uintptr_t>(aligned) % 16 != 0) aligned++;
+        float *aligned = first_on_16_byte_boundary(storage);
         for (float *g : {aligned, aligned + 1}) {
             INFO("g at byte offset " << reinterpret_cast<std::uintptr_t>(g) % 16 << " from a 16-byte boundary");
             std::copy(p.g.begin(), p.g.end(), g);

@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <functional>
 
 #include "cuda_test_support.h"
@@ -80,9 +79,7 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         std::vector<float> gu = nan_filled(p.grad_u.size()), gW = nan_filled(p.grad_W.size()),
                            gb0 = nan_filled(p.grad_b0.size());
         std::vector<float> gu_storage(p.grad_u.size() + 4);
-        float *gu_default = gu_storage.data();
-        while (reinterpret_cast<std::uintptr_t>(gu_default) % 16 != 0) gu_default++;
-        if (!c.grad_u_aligned) gu_default++;
+        float *gu_default = first_on_16_byte_boundary(gu_storage) + (c.grad_u_aligned ? 0 : 1);
         TensorView gu_default_view = p.grad_u_v();
         gu_default_view.data = gu_default;
         REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), gu_default_view, p.grad_W_v(),
