@@ -99,7 +99,10 @@ halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, co
 
 // The routing iterations over r.u_hat and r.b0 (both set by the caller);
 // fills r.iterations. `for_autodiff`: the maxima as scans (max_over).
-void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff = false) {
+// `given_s` (e, j, b, t), when defined: the weighted sums s of every
+// iteration as a forward already computed them (digitcaps_with_s), read
+// instead of summed again; everything else follows from them as before.
+void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff = false, Func given_s = Func()) {
     Var e = r.e, j = r.j, i = r.i, b = r.b;
     for (int t = 0; t < iterations; t++) {
         halcaps::RoutingIteration it;
@@ -118,7 +121,12 @@ void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff
         it.c = Func(p + "c");
         it.c(j, i, b) = exp(it.logits(j, i, b) - it.logit_max(i, b)) / it.exp_sum(i, b);
 
-        it.s = sum_over(p + "s", {e, j, b}, r.ri, it.c(j, r.ri, b) * r.u_hat(e, j, r.ri, b));
+        if (given_s.defined()) {
+            it.s = Func(p + "s");
+            it.s(e, j, b) = given_s(e, j, b, t);
+        } else {
+            it.s = sum_over(p + "s", {e, j, b}, r.ri, it.c(j, r.ri, b) * r.u_hat(e, j, r.ri, b));
+        }
         it.squash = define_squash(p + "squash", it.s, e, {j, b}, r.re, for_autodiff);
         if (t + 1 < iterations) {
             it.agreement = sum_over(p + "agreement", {j, i, b}, r.re, r.u_hat(r.re, j, i, b) * it.squash.v(r.re, j, b));
@@ -423,6 +431,38 @@ public:
     }
 };
 
+// The fused layer's algorithm over the inputs u, W and b0 of a generator
+// (DigitCapsFused, DigitCapsFusedWithS).
+template <typename In3, typename In4, typename In2>
+void define_fused_layer(halcaps::FusedDigitCapsStages &f, In3 &u, In4 &W, In2 &b0, int iterations) {
+    f.e = Var("e"), f.j = Var("j"), f.i = Var("i"), f.b = Var("b");
+    f.ri = RDom(0, W.dim(3).extent(), "ri");
+    f.rj = RDom(0, W.dim(2).extent(), "rj");
+    f.re = RDom(0, W.dim(1).extent(), "re");
+    f.rk = RDom(0, u.dim(0).extent(), "rk");
+    // u read through prediction_u's clamps: the fused_split variants
+    // compute a thread's whole tile of batch elements past the batch's
+    // end (those are never stored, or stored in padding), and read u there.
+    f.u = prediction_u(u);
+    // W's reads clamped to its in_caps extent: every read the algorithm
+    // makes is in range and unchanged. A schedule may compute a capsule's
+    // W row before the guard of a partial chunk of the sum over i
+    // (fused_split computes it once per capsule, outside the loop over
+    // batch elements that holds the guard), and Halide sizes W's bounds
+    // check by that unguarded row; clamped, the row stays in range.
+    {
+        Var k("k"), e("e"), j("j"), i("i");
+        f.W = Func("W_in");
+        f.W(k, e, j, i) = W(k, e, j, clamp(i, 0, W.dim(3).extent() - 1));
+    }
+    f.b0 = wrap("b0_in", b0);
+    define_fused_digitcaps(f, iterations);
+    require_dense(u), require_dense(W), require_dense(b0);
+    u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+    W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+    b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+}
+
 class DigitCapsFused : public Generator<DigitCapsFused> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "fused"};
@@ -434,35 +474,46 @@ public:
 
     void generate() {
         halcaps::FusedDigitCapsStages f;
-        f.e = Var("e"), f.j = Var("j"), f.i = Var("i"), f.b = Var("b");
-        f.ri = RDom(0, W.dim(3).extent(), "ri");
-        f.rj = RDom(0, W.dim(2).extent(), "rj");
-        f.re = RDom(0, W.dim(1).extent(), "re");
-        f.rk = RDom(0, u.dim(0).extent(), "rk");
-        // u read through prediction_u's clamps: the fused_split variants
-        // compute a thread's whole tile of batch elements past the batch's
-        // end (those are never stored, or stored in padding), and read u there.
-        f.u = prediction_u(u);
-        // W's reads clamped to its in_caps extent: every read the algorithm
-        // makes is in range and unchanged. A schedule may compute a capsule's
-        // W row before the guard of a partial chunk of the sum over i
-        // (fused_split computes it once per capsule, outside the loop over
-        // batch elements that holds the guard), and Halide sizes W's bounds
-        // check by that unguarded row; clamped, the row stays in range.
-        {
-            Var k("k"), e("e"), j("j"), i("i");
-            f.W = Func("W_in");
-            f.W(k, e, j, i) = W(k, e, j, clamp(i, 0, W.dim(3).extent() - 1));
-        }
-        f.b0 = wrap("b0_in", b0);
-        define_fused_digitcaps(f, iterations);
+        define_fused_layer(f, u, W, b0, iterations);
         v(f.e, f.j, f.b) = f.passes.back().squash.v(f.e, f.j, f.b);
         f.v = v;
-        require_dense(u), require_dense(W), require_dense(b0), require_dense(v);
-        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
-        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
-        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        require_dense(v);
         v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        if (!using_autoscheduler()) halcaps::schedule_digitcaps_fused(schedule, get_target(), f);
+    }
+};
+
+// The fused layer that also returns the weighted sums s of every iteration,
+// routing_s [iterations, B, J, E] (B·J·E floats an iteration: 80 KB at MNIST
+// b128), for a backward that starts from them (DigitCapsBackwardWithS)
+// instead of running the routing's sums over in_caps again.
+class DigitCapsFusedWithS : public Generator<DigitCapsFusedWithS> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "fused"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 3>> u{"u"};            // (k, i, b)
+    Input<Buffer<float, 4>> W{"W"};            // (k, e, j, i)
+    Input<Buffer<float, 2>> b0{"b0"};          // (j, i)
+    Output<Buffer<float, 3>> v{"v"};           // (e, j, b)
+    Output<Buffer<float, 4>> routing_s{"routing_s"};  // (e, j, b, t)
+
+    void generate() {
+        halcaps::FusedDigitCapsStages f;
+        define_fused_layer(f, u, W, b0, iterations);
+        v(f.e, f.j, f.b) = f.passes.back().squash.v(f.e, f.j, f.b);
+        f.v = v;
+        f.t = Var("t");
+        Expr s_of_t = f.passes.back().s(f.e, f.j, f.b);
+        for (int t = static_cast<int>(f.passes.size()) - 2; t >= 0; t--) {
+            s_of_t = select(f.t == t, f.passes[t].s(f.e, f.j, f.b), s_of_t);
+        }
+        routing_s(f.e, f.j, f.b, f.t) = s_of_t;
+        f.routing_s = routing_s;
+        require_dense(v), require_dense(routing_s);
+        // One s per iteration: the runtime checks the extent, said to Halide.
+        routing_s.dim(3).set_bounds(0, static_cast<int>(iterations));
+        v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+        routing_s.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}, {0, static_cast<int>(iterations)}});
         if (!using_autoscheduler()) halcaps::schedule_digitcaps_fused(schedule, get_target(), f);
     }
 };
@@ -506,6 +557,40 @@ public:
     }
 };
 
+// The layer's hand-derived backward over a generator's inputs and outputs
+// (DigitCapsBackward, DigitCapsBackwardWithS). `given_s`: see define_routing.
+template <typename Gen>
+void define_layer_backward(Gen &gen, halcaps::RoutingBackwardStages &g, Func given_s = Func()) {
+    auto &u = gen.u, &W = gen.W, &b0 = gen.b0, &grad_v = gen.grad_v;
+    auto &grad_u = gen.grad_u, &grad_W = gen.grad_W, &grad_b0 = gen.grad_b0;
+    halcaps::RoutingStages &r = g.forward;
+    set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
+    define_prediction(r, prediction_u(u), prediction_W(W, u.dim(0).extent()), u.dim(0).extent());
+    r.b0 = wrap("b0_in", b0);
+    define_routing(r, gen.iterations, false, given_s);
+    g.grad_v = wrap("grad_v_in", grad_v);
+    define_routing_backward(g, u.dim(2).extent());
+    define_prediction_backward(g, W.dim(1).extent(), W.dim(2).extent(), W.dim(3).extent(), u.dim(2).extent());
+    grad_u(g.k, r.i, r.b) = g.grad_u(g.k, r.i, r.b);
+    grad_W(g.k, r.e, r.j, r.i) = g.grad_W(g.k, r.e, r.j, r.i);
+    grad_b0(r.j, r.i) = g.grad_b0(r.j, r.i);
+    g.outputs = {grad_u, grad_W, grad_b0};
+    require_dense(u), require_dense(W), require_dense(b0), require_dense(grad_v);
+    require_dense(grad_u), require_dense(grad_W), require_dense(grad_b0);
+    // The gradients have their inputs' shapes (the runtime checks it):
+    // said to Halide, a schedule's conditions on an output's extents
+    // reach the inputs' index clamps.
+    for (int d = 0; d < 4; d++) grad_W.dim(d).set_extent(W.dim(d).extent());
+    for (int d = 0; d < 3; d++) grad_u.dim(d).set_extent(u.dim(d).extent());
+    u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+    W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+    b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+    grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+    grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+    grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+    grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+}
+
 class DigitCapsBackward : public Generator<DigitCapsBackward> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "cpu"};
@@ -520,37 +605,34 @@ public:
 
     void generate() {
         halcaps::RoutingBackwardStages g;
-        halcaps::RoutingStages &r = g.forward;
-        set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
-        define_prediction(r, prediction_u(u), prediction_W(W, u.dim(0).extent()), u.dim(0).extent());
-        r.b0 = wrap("b0_in", b0);
-        define_routing(r, iterations);
-        g.grad_v = wrap("grad_v_in", grad_v);
-        define_routing_backward(g, u.dim(2).extent());
-        define_prediction_backward(g, W.dim(1).extent(), W.dim(2).extent(), W.dim(3).extent(), u.dim(2).extent());
-        grad_u(g.k, r.i, r.b) = g.grad_u(g.k, r.i, r.b);
-        grad_W(g.k, r.e, r.j, r.i) = g.grad_W(g.k, r.e, r.j, r.i);
-        grad_b0(r.j, r.i) = g.grad_b0(r.j, r.i);
-        g.outputs = {grad_u, grad_W, grad_b0};
-        require_dense(u), require_dense(W), require_dense(b0), require_dense(grad_v);
-        require_dense(grad_u), require_dense(grad_W), require_dense(grad_b0);
-        // The gradients have their inputs' shapes (the runtime checks it):
-        // said to Halide, a schedule's conditions on an output's extents
-        // reach the inputs' index clamps.
-        for (int d = 0; d < 4; d++) grad_W.dim(d).set_extent(W.dim(d).extent());
-        for (int d = 0; d < 3; d++) grad_u.dim(d).set_extent(u.dim(d).extent());
-        set_estimates();
+        define_layer_backward(*this, g);
         if (!using_autoscheduler()) halcaps::schedule_digitcaps_backward(schedule, get_target(), g);
     }
+};
 
-    void set_estimates() {
-        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
-        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
-        b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
-        grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
-        grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
-        grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
-        grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+// The layer's backward from the forward's routing_s (DigitCapsFusedWithS):
+// the routing's logits, c and v are recomputed from u, W and the given s,
+// but not s itself, so the sums over in_caps of c * u_hat (one pass over
+// u_hat's B·I·J·E values an iteration) are not run again.
+class DigitCapsBackwardWithS : public Generator<DigitCapsBackwardWithS> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 3>> u{"u"};
+    Input<Buffer<float, 4>> W{"W"};
+    Input<Buffer<float, 2>> b0{"b0"};
+    Input<Buffer<float, 4>> routing_s{"routing_s"};  // (e, j, b, t)
+    Input<Buffer<float, 3>> grad_v{"grad_v"};
+    Output<Buffer<float, 3>> grad_u{"grad_u"};
+    Output<Buffer<float, 4>> grad_W{"grad_W"};
+    Output<Buffer<float, 2>> grad_b0{"grad_b0"};
+
+    void generate() {
+        halcaps::RoutingBackwardStages g;
+        define_layer_backward(*this, g, wrap("routing_s_in", routing_s));
+        require_dense(routing_s);
+        routing_s.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}, {0, static_cast<int>(iterations)}});
+        if (!using_autoscheduler()) halcaps::schedule_digitcaps_backward(schedule, get_target(), g);
     }
 };
 
@@ -701,8 +783,10 @@ HALIDE_REGISTER_GENERATOR(Squash, squash)
 HALIDE_REGISTER_GENERATOR(Routing, routing)
 HALIDE_REGISTER_GENERATOR(DigitCaps, digitcaps)
 HALIDE_REGISTER_GENERATOR(DigitCapsFused, digitcaps_fused)
+HALIDE_REGISTER_GENERATOR(DigitCapsFusedWithS, digitcaps_fused_with_s)
 HALIDE_REGISTER_GENERATOR(RoutingFused, routing_fused)
 HALIDE_REGISTER_GENERATOR(RoutingBackward, routing_backward)
 HALIDE_REGISTER_GENERATOR(DigitCapsBackward, digitcaps_backward)
+HALIDE_REGISTER_GENERATOR(DigitCapsBackwardWithS, digitcaps_backward_with_s)
 HALIDE_REGISTER_GENERATOR(RoutingBackwardAutodiff, routing_backward_autodiff)
 HALIDE_REGISTER_GENERATOR(DigitCapsBackwardAutodiff, digitcaps_backward_autodiff)

@@ -31,6 +31,7 @@ struct RoutingIteration {
     Halide::Func exp_sum;     // (i, b): sum over j of exp(logits - logit_max); init + update
     Halide::Func c;           // (j, i, b): the coupling coefficients (softmax over j)
     Halide::Func s;           // (e, j, b): sum over i of c * u_hat; init + update over ri
+                              // (pure, a read of the given s, in digitcaps_backward_with_s)
     SquashStages squash;      // v(e, j, b) = squash(s)
     Halide::Func agreement;   // (j, i, b): sum over e of u_hat * v; init + update over re.
                               // Undefined for the last iteration.
@@ -111,7 +112,9 @@ struct FusedDigitCapsStages {
                                           // u_hat is then a pure copy of it (no update), not W u
     std::vector<FusedPass> passes;
     Halide::Func v;                       // the output (e, j, b): squash of the last pass
+    Halide::Func routing_s;               // digitcaps_fused_with_s only: the output (e, j, b, t), pass t's s
     Halide::Var e, j, i, b;
+    Halide::Var t;                        // routing_s's iteration index
     Halide::RDom ri, rj, re, rk;          // over in_caps, out_caps, out_dim, in_dim
 };
 

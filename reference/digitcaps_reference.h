@@ -63,6 +63,13 @@ std::vector<double> digitcaps_f64(const DigitCapsShape &shape, const double *u, 
 std::vector<double> digitcaps_f64(const DigitCapsShape &shape, const float *u, const float *W, const float *b0,
                                   int iterations);
 
+// The weighted sums s of every routing iteration of the layer, [iterations,
+// B, J, E] (digitcaps_with_s's routing_s). b0 may be null.
+std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const double *u, const double *W,
+                                            const double *b0, int iterations);
+std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const float *u, const float *W,
+                                            const float *b0, int iterations);
+
 struct DigitCapsGradients {
     std::vector<double> grad_u;   // [B, I, K]
     std::vector<double> grad_W;   // [I, J, E, K]

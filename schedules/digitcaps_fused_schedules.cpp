@@ -108,7 +108,42 @@ std::vector<std::string> gpu_names() {
 // Measured 2026-11-21, MNIST b128, 3 iterations, 2-core AMD EPYC shared with
 // other builds (`halcaps bench --device cpu --op digitcaps --repeats 3`):
 // 154 ms, against cpu 44 ms and stage_per_op 207 ms in the same run.
+// fused_cpu for digitcaps_fused_with_s: its second output, routing_s, reads
+// every pass's s, so each s is computed whole (parallel over batch
+// elements, its pass's u_hat, logits and c inside the loop over one batch
+// element as in fused_cpu) and each v whole after it; routing_s copies the
+// s's. Not timed: it exists so that the CPU serves digitcaps_with_s.
+void fused_cpu_with_s(const Target &target, FusedDigitCapsStages &f) {
+    const int vec = target.natural_vector_size<float>();
+    const Var e = f.e, j = f.j, b = f.b;
+    for (size_t t = 0; t < f.passes.size(); t++) {
+        FusedPass &p = f.passes[t];
+        Var eo("eo"), ei("ei");
+        p.s.compute_root().parallel(b).vectorize(e, vec, TailStrategy::GuardWithIf);
+        p.s.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, eo, j, f.ri, b).vectorize(ei).parallel(b);
+        const LoopLevel per_batch(p.s, b);
+        if (p.u_hat.has_update_definition()) {
+            p.u_hat.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
+            p.u_hat.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, j, f.i).vectorize(ei);
+        }
+        if (p.agreement.defined()) {
+            p.agreement.compute_at(per_batch);
+            p.agreement.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
+        }
+        p.logit_max.compute_at(per_batch);
+        p.exp_sum.compute_at(per_batch);
+        p.c.compute_at(per_batch).vectorize(j, vec, TailStrategy::GuardWithIf);
+        Func v_t = t + 1 < f.passes.size() ? p.squash.v : f.v;
+        if (t + 1 < f.passes.size()) v_t.compute_root();
+        v_t.parallel(b).vectorize(e, vec, TailStrategy::GuardWithIf);
+        p.squash.max_abs.compute_at(v_t, b);
+        p.squash.norm2_scaled.compute_at(v_t, b);
+    }
+    f.routing_s.parallel(f.t).vectorize(e, vec, TailStrategy::GuardWithIf);
+}
+
 void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
+    if (f.routing_s.defined()) return fused_cpu_with_s(target, f);
     const int vec = target.natural_vector_size<float>();
     const Var e = f.e, j = f.j, i = f.i;
     f.v.parallel(f.b).vectorize(e, vec, TailStrategy::GuardWithIf);
@@ -174,9 +209,23 @@ void squash_kernel(FusedDigitCapsStages &f, size_t t) {
     // of its thread, then copied once into the block's shared row: summed in
     // shared memory, each add was a load and a store there, and the global
     // loads could not be issued together.
-    Func s_shared = p.s.in();
-    s_shared.compute_at(out, b).gpu_threads(e, j);
-    p.s.compute_at(s_shared, e).store_in(MemoryType::Register);
+    Func s_shared;
+    if (f.routing_s.defined()) {
+        // digitcaps_fused_with_s: routing_s reads s too, so s is summed
+        // into global memory by a kernel of its own (a thread per (e, j,
+        // b)), which the squash kernel copies into shared memory. (A clone
+        // of s for routing_s, clone_in, kept reading the original in its
+        // update, and Halide refused the original's location.)
+        Func s_root = p.s.in();
+        s_root.compute_root().reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
+        p.s.compute_at(s_root, e).store_in(MemoryType::Register);
+        s_shared = s_root.in({p.squash.max_abs, p.squash.norm2_scaled, p.squash.v});
+        s_shared.compute_at(out, b).gpu_threads(e, j);
+    } else {
+        s_shared = p.s.in();
+        s_shared.compute_at(out, b).gpu_threads(e, j);
+        p.s.compute_at(s_shared, e).store_in(MemoryType::Register);
+    }
     // Each (e, j) thread computes its row's max and norm itself, reading
     // s's row from shared memory: out_dim-fold redundant, but without the
     // four barriers and the serial walks of one thread per j.
@@ -185,6 +234,14 @@ void squash_kernel(FusedDigitCapsStages &f, size_t t) {
         q.compute_at(out, e).store_in(MemoryType::Register);
         q.update().split(f.re.x, eo, ei, 4, TailStrategy::GuardWithIf).unroll(ei);
     }
+}
+
+// digitcaps_fused_with_s's second output: one kernel after the passes, a
+// block per (batch element, iteration), a thread per (e, j), copying each
+// pass's s from global memory (squash_kernel).
+void routing_s_kernel(FusedDigitCapsStages &f) {
+    if (!f.routing_s.defined()) return;
+    f.routing_s.reorder(f.e, f.j, f.b, f.t).gpu_blocks(f.b, f.t).gpu_threads(f.e, f.j);
 }
 
 void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
@@ -262,6 +319,7 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
 
         squash_kernel(f, t);
     }
+    routing_s_kernel(f);
 }
 
 // A register copy of `staged`'s 8 values along its first dimension (k),
@@ -857,6 +915,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         groups.compute_at(groups_out, e).store_in(MemoryType::Register);
         squash_kernel(f, t);
     }
+    routing_s_kernel(f);
 }
 
 }  // namespace

@@ -46,14 +46,15 @@ std::vector<Func> forward_stages(const RoutingStages &r) {
 // Every stage of a backward pipeline: the recomputed forward (u_hat first,
 // for the layer), each iteration's backward stages, grad_b0, grad_u_hat and,
 // for the layer, grad_u and grad_W; not the output copies. `visit(f,
-// in_caps_sum)` is told which stages are sums over in_caps (s, grad_v_agree).
+// in_caps_sum)` is told which stages are sums over in_caps (s, grad_v_agree;
+// not s where it is given, digitcaps_backward_with_s).
 template <typename Visit>
 void visit_backward_stages(RoutingBackwardStages &g, bool digitcaps, Visit visit) {
     const RoutingStages &r = g.forward;
     if (digitcaps) visit(r.u_hat, false);
     for (const auto &it : r.iterations) {
         for (const Func &f : {it.logits, it.logit_max, it.exp_sum, it.c}) visit(f, false);
-        visit(it.s, true);
+        visit(it.s, it.s.has_update_definition());
         for (const Func &f : {it.squash.max_abs, it.squash.norm2_scaled, it.squash.v}) visit(f, false);
         if (it.agreement.defined()) visit(it.agreement, false);
     }
@@ -683,8 +684,13 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g, const
     // store (MNIST b128) go, its readers load t + 1 values instead of one.
     std::set<std::string> logits;
     for (const auto &it : r.iterations) logits.insert(it.logits.name());
+    // A given s (digitcaps_backward_with_s) is a read of the input: inlined.
+    std::set<std::string> given_s;
+    for (const auto &it : r.iterations) {
+        if (!it.s.has_update_definition()) given_s.insert(it.s.name());
+    }
     visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {
-        if (scheduled.count(f.name()) || in_threads.count(f.name())) return;
+        if (scheduled.count(f.name()) || in_threads.count(f.name()) || given_s.count(f.name())) return;
         if (variant.inline_logits && logits.count(f.name())) return;
         if (in_caps_sum) {
             chunked_rows_sum(f, in_caps, e, j, b, out_dim);

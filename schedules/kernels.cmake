@@ -106,6 +106,20 @@ halcaps_add_kernel(digitcaps_backward           rows_predict      cuda ITERATION
 # inlined; the layer backward's CUDA default at 3 iterations (H200, MNIST
 # b128: 628.0 us, rows_predict 728.7 in an earlier run).
 halcaps_add_kernel(digitcaps_backward           rows_vectors      cuda ITERATIONS 3)
+# Training's pair (runtime: digitcaps_with_s, digitcaps_backward_with_s): the
+# fused forward that also returns every iteration's s, and the layer backward
+# that starts from them instead of summing them again (generators
+# digitcaps_fused_with_s and digitcaps_backward_with_s). CPU at 1, 3 and 5
+# iterations; CUDA at 3, with the same schedules as the defaults of
+# digitcaps and digitcaps_backward and their fallbacks.
+foreach (n IN ITEMS 1 3 5)
+    halcaps_add_kernel(digitcaps_fused_with_s   fused_cpu         cpu  ITERATIONS ${n})
+    halcaps_add_kernel(digitcaps_backward_with_s cpu              cpu  ITERATIONS ${n})
+endforeach ()
+halcaps_add_kernel(digitcaps_fused_with_s       fused_split_all_vectors cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_fused_with_s       fused             cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_backward_with_s    rows_vectors      cuda ITERATIONS 3)
+halcaps_add_kernel(digitcaps_backward_with_s    rows_predict      cuda ITERATIONS 3)
 # Halide's autodiff of the forward (generators routing_backward_autodiff and
 # digitcaps_backward_autodiff): its wrong gradients were a modelling bug, now
 # fixed (generators/digitcaps.cpp, above the autodiff generators). Built with

@@ -139,6 +139,9 @@ struct DigitCapsProblem {
     TensorView grad_W_v() { return host_view(grad_W, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}); }
     TensorView grad_b0_v() { return host_view(grad_b0, {s.in_caps, s.out_caps}); }
     TensorView grad_u_hat_v() { return host_view(grad_u_hat, {s.batch, s.in_caps, s.out_caps, s.out_dim}); }
+    TensorView routing_s_v(std::vector<float> &routing_s, int iterations) {
+        return host_view(routing_s, {iterations, s.batch, s.out_caps, s.out_dim});
+    }
 };
 
 // Every implementation of route, digitcaps and their backward built for
@@ -177,6 +180,31 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
                                      iterations),
             1e-4);
     }
+    for (const auto &impl : implementations("digitcaps_with_s", iterations, device)) {
+        INFO("digitcaps_with_s " << impl);
+        DigitCapsProblem p(shape);
+        std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+        const Status st = digitcaps_with_s(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(),
+                                           p.routing_s_v(routing_s, iterations), iterations,
+                                           device_options(device, impl));
+        INFO(st.message);
+        if (refuses_shape(impl, shape)) {
+            require_refusal(st);
+            continue;
+        }
+        REQUIRE(st.ok());
+        const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
+        const float *b0 = with_b0 ? p.b0.data() : nullptr;
+        require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+                                  reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(),
+                                                           with_b0 ? b0_nudged.data() : nullptr, iterations),
+                                  1e-4);
+        require_close_conditioned(
+            "routing_s", routing_s, reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+            reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(),
+                                               with_b0 ? b0_nudged.data() : nullptr, iterations),
+            1e-4);
+    }
     if (!backward) return;
     // Gradients through 5 iterations of random (unsquashed, |u_hat| ~ 3)
     // inputs: the softmax saturates and the gradients reach ~1e2 with
@@ -200,6 +228,27 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
         DigitCapsProblem p(shape);
         const Status st = digitcaps_backward(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
                                              p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations, device_options(device, impl));
+        INFO(st.message);
+        REQUIRE(st.ok());
+        const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
+                                                           p.grad_v.data(), iterations);
+        require_close("grad_u", p.grad_u, ref.grad_u, g_tol, 0, g_tol);
+        require_close("grad_W", p.grad_W, ref.grad_W, g_tol, 0, g_tol);
+        require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u));
+    }
+    // From the s of the device's default digitcaps_with_s (training's pair).
+    for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
+        INFO("digitcaps_backward_with_s " << impl);
+        DigitCapsProblem p(shape);
+        std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+        const TensorView b0 = with_b0 ? p.b0_v() : TensorView{};
+        Status st = digitcaps_with_s(p.u_v(), p.W_v(), b0, p.v_v(), p.routing_s_v(routing_s, iterations), iterations,
+                                     device_options(device));
+        INFO("the forward: " << st.message);
+        REQUIRE(st.ok());
+        st = digitcaps_backward_with_s(p.u_v(), p.W_v(), b0, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
+                                       p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations,
+                                       device_options(device, impl));
         INFO(st.message);
         REQUIRE(st.ok());
         const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,

@@ -27,6 +27,10 @@ TEST_CASE("routing: implementations are listed with their iteration counts", "[r
     REQUIRE(implementations("digitcaps_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff"});
     REQUIRE(implementations("route_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff"});
     REQUIRE(implementations("digitcaps_backward", 1) == std::vector<std::string>{"cpu"});
+    for (int n : {1, 3, 5}) {
+        REQUIRE(implementations("digitcaps_with_s", n) == std::vector<std::string>{"fused_cpu"});
+        REQUIRE(implementations("digitcaps_backward_with_s", n) == std::vector<std::string>{"cpu"});
+    }
 }
 
 TEST_CASE("routing: blog grid, batch/in_caps/in_dim/out_caps/out_dim in {4, 8}", "[routing]") {
@@ -152,6 +156,25 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
     std::vector<float> s(12), v(12);
     require_status(squash(host_view(s, {3, 4}), host_view(v, {4, 3}), o), StatusCode::extent_mismatch,
                    "squash: v extent 0 (dim0) is 4 but s has dim0 = 3");
+    // routing_s: [iterations, batch, out_caps, out_dim], its first extent the
+    // call's iteration count.
+    std::vector<float> routing_s(3 * 2 * 5 * 6);
+    require_status(digitcaps_with_s(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {2, 2, 5, 6}), 3, o),
+                   StatusCode::extent_mismatch,
+                   "digitcaps_with_s: routing_s (iterations) is 2 but the call's iterations = 3");
+    require_status(digitcaps_with_s(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {3, 2, 30}), 3, o),
+                   StatusCode::bad_rank, "digitcaps_with_s: routing_s must have rank 4");
+    require_status(digitcaps_backward_with_s(p.u_v(), p.W_v(), TensorView{}, host_view(routing_s, {3, 2, 6, 5}),
+                                             p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), TensorView{}, 3, o),
+                   StatusCode::extent_mismatch,
+                   "digitcaps_backward_with_s: routing_s extent 2 (out_caps) is 6 but W has out_caps = 5");
+    require_status(digitcaps_backward_with_s(p.u_v(), p.W_v(), TensorView{}, host_view(routing_s, {3, 2, 5, 6}),
+                                             p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), TensorView{}, 2, o),
+                   StatusCode::extent_mismatch,
+                   "digitcaps_backward_with_s: routing_s (iterations) is 3 but the call's iterations = 2");
+    require_status(digitcaps_with_s(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {3, 2, 5, 6}), 3,
+                                    cpu_options("cpu")),
+                   StatusCode::unknown_implementation, "digitcaps_with_s: no implementation named 'cpu'");
     // Optional outputs may be left out.
     REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), TensorView{}, p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), TensorView{},
                                3, o)

@@ -26,6 +26,15 @@ void ArgumentChecks::fail(StatusCode code, const std::string &message) {
     if (status_.ok()) status_ = Status{code, op_ + ": " + message};
 }
 
+void ArgumentChecks::extent_is(const char *arg, const char *dim, int64_t expected, const std::string &source) {
+    if (!status_.ok()) return;
+    const int64_t got = extents_.at(dim);
+    if (got != expected) {
+        fail(StatusCode::extent_mismatch, std::string(arg) + " (" + dim + ") is " + std::to_string(got) + " but " +
+                                              source + " = " + std::to_string(expected));
+    }
+}
+
 void ArgumentChecks::tensor(const char *arg, const TensorView &t, const std::vector<const char *> &dims) {
     if (!status_.ok()) return;
     const std::string name = arg;

@@ -20,6 +20,11 @@ public:
     // dimensions of the same name (e.g. "batch", "in_caps").
     void tensor(const char *arg, const TensorView &t, const std::vector<const char *> &dims);
 
+    // After `arg`'s tensor(): its dimension `dim` (named as in tensor()) must
+    // equal `expected`, a scalar argument described by `source`
+    // (extent_mismatch otherwise).
+    void extent_is(const char *arg, const char *dim, int64_t expected, const std::string &source);
+
     // After all tensors: every tensor in the same memory space, and the device
     // resolved from `requested` (automatic follows the tensors).
     Device resolve_device(Device requested);

@@ -43,6 +43,8 @@ const std::vector<RoutingOp> &routing_ops() {
         {"route_backward", {"routing_backward", "routing_backward_autodiff"}, "routing gradients"},
         {"digitcaps", {"digitcaps", "digitcaps_fused"}, "prediction + routing in one pipeline"},
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
+        {"digitcaps_with_s", {"digitcaps_fused_with_s"}, "the DigitCaps layer, keeping every iteration's s"},
+        {"digitcaps_backward_with_s", {"digitcaps_backward_with_s"}, "DigitCaps gradients from the forward's s"},
     };
     return ops;
 }
@@ -151,10 +153,20 @@ struct CudaDefault {
     const char *preferred;  // null: none
     const char *base;
 };
+//   digitcaps_with_s, digitcaps_backward_with_s: the same schedules as
+//                       digitcaps and digitcaps_backward (3 iterations only)
 CudaDefault cuda_default(const std::string &op) {
-    if (op == "digitcaps") return {"fused_split_all_vectors", "fused"};
+    if (op == "digitcaps" || op == "digitcaps_with_s") return {"fused_split_all_vectors", "fused"};
     if (op == "digitcaps_backward") return {"rows_vectors", "stage_per_kernel"};
+    if (op == "digitcaps_backward_with_s") return {"rows_vectors", "rows_predict"};
     return {nullptr, "stage_per_kernel"};
+}
+
+// On the CPU every op's default is the device's ("cpu"), except
+// digitcaps_with_s, built with the fused layer's CPU schedule only.
+std::string cpu_default(const std::string &op, const Options &options) {
+    if (op == "digitcaps_with_s") return "fused_cpu";
+    return detail::chosen_implementation(options, Device::cpu);
 }
 
 // The device, implementation and kernel for a routing op, once the tensors
@@ -173,9 +185,9 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
         }
         return detail::find_routing_kernel(op, generators_of(op), d.base, *device, iterations, kernel);
     }
-    const std::string implementation = !options.implementation.empty()
-                                           ? options.implementation
-                                           : detail::chosen_implementation(options, *device);
+    const std::string implementation = !options.implementation.empty() ? options.implementation
+                                       : *device == Device::cpu           ? cpu_default(op, options)
+                                                                          : detail::chosen_implementation(options, *device);
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
 
@@ -254,18 +266,31 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
     return detail::run_halide(op, kernel->function, device, options, {u_hat, b0_used}, {v}, {}, {"u_hat", "b0", "v"});
 }
 
-Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v, int iterations,
-                 const Options &options) {
-    const char *op = "digitcaps";
+namespace {
+
+// The `given_s` tensor of digitcaps_with_s (routing_s) and
+// digitcaps_backward_with_s: [iterations, batch, out_caps, out_dim], its
+// first extent the iteration count asked for.
+void check_routing_s(ArgumentChecks &checks, const TensorView &routing_s, int iterations) {
+    checks.tensor("routing_s", routing_s, {"iterations", "batch", "out_caps", "out_dim"});
+    checks.extent_is("routing_s", "iterations", iterations, "the call's iterations");
+}
+
+// digitcaps and digitcaps_with_s (`routing_s` non-null: the second output).
+Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, const TensorView &b0,
+                     const TensorView &v, const TensorView *routing_s, int iterations, const Options &options) {
     ArgumentChecks checks(op);
     checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
     checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
     checks.tensor("v", v, {"batch", "out_caps", "out_dim"});
-    if (Status s = run_hand_routing(op, checks, options, iterations,
-                                    [&] { return detail::run_hand_cuda_digitcaps(u, W, b0, v, iterations, options); });
-        s.code != StatusCode::unknown_implementation) {
-        return s;
+    if (routing_s != nullptr) check_routing_s(checks, *routing_s, iterations);
+    if (routing_s == nullptr) {
+        if (Status s = run_hand_routing(op, checks, options, iterations,
+                                        [&] { return detail::run_hand_cuda_digitcaps(u, W, b0, v, iterations, options); });
+            s.code != StatusCode::unknown_implementation) {
+            return s;
+        }
     }
     Device device;
     const HalideKernelEntry *kernel = nullptr;
@@ -285,6 +310,10 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
                           std::string(op) + ": implementation '" + k->schedule +
                               "' reads u and W in rows of 8 and keeps 16 out_dim values in registers: in_dim must "
                               "be 8 and out_dim 16, got " + std::to_string(K) + " and " + std::to_string(E)};
+        }
+        if (routing_s != nullptr) {
+            return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v, *routing_s}, {},
+                                      {"u", "W", "b0", "v", "routing_s"});
         }
         return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
     };
@@ -311,6 +340,19 @@ Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0,
     return status;
 }
 
+
+}  // namespace
+
+Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v, int iterations,
+                 const Options &options) {
+    return run_digitcaps("digitcaps", u, W, b0, v, nullptr, iterations, options);
+}
+
+Status digitcaps_with_s(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
+                        const TensorView &routing_s, int iterations, const Options &options) {
+    return run_digitcaps("digitcaps_with_s", u, W, b0, v, &routing_s, iterations, options);
+}
+
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
                       const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations,
                       const Options &options) {
@@ -333,14 +375,18 @@ Status route_backward(const TensorView &u_hat, const TensorView &b0, const Tenso
                               {grad_u_hat, grad_b0_used}, {}, {"u_hat", "b0", "grad_v", "grad_u_hat", "grad_b0"});
 }
 
-Status digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &grad_v,
-                          const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
-                          int iterations, const Options &options) {
-    const char *op = "digitcaps_backward";
+namespace {
+
+// digitcaps_backward and digitcaps_backward_with_s (`routing_s` non-null).
+Status run_digitcaps_backward(const char *op, const TensorView &u, const TensorView &W, const TensorView &b0,
+                              const TensorView *routing_s, const TensorView &grad_v, const TensorView &grad_u,
+                              const TensorView &grad_W, const TensorView &grad_b0, int iterations,
+                              const Options &options) {
     ArgumentChecks checks(op);
     checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
     checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
+    if (routing_s != nullptr) check_routing_s(checks, *routing_s, iterations);
     checks.tensor("grad_v", grad_v, {"batch", "out_caps", "out_dim"});
     checks.tensor("grad_u", grad_u, {"batch", "in_caps", "in_dim"});
     checks.tensor("grad_W", grad_W, {"in_caps", "out_caps", "out_dim", "in_dim"});
@@ -364,9 +410,31 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
     TensorView b0_used, grad_b0_used;
     if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
     if (Status s = scratch.given_or_stand_in(op, device, grad_b0, I, J, false, &grad_b0_used); !s.ok()) return s;
+    if (routing_s != nullptr) {
+        return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, *routing_s, grad_v},
+                                  {grad_u, grad_W, grad_b0_used}, {},
+                                  {"u", "W", "b0", "routing_s", "grad_v", "grad_u", "grad_W", "grad_b0"});
+    }
     return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, grad_v},
                               {grad_u, grad_W, grad_b0_used}, {},
                               {"u", "W", "b0", "grad_v", "grad_u", "grad_W", "grad_b0"});
+}
+
+}  // namespace
+
+Status digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &grad_v,
+                          const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
+                          int iterations, const Options &options) {
+    return run_digitcaps_backward("digitcaps_backward", u, W, b0, nullptr, grad_v, grad_u, grad_W, grad_b0,
+                                  iterations, options);
+}
+
+Status digitcaps_backward_with_s(const TensorView &u, const TensorView &W, const TensorView &b0,
+                                 const TensorView &routing_s, const TensorView &grad_v, const TensorView &grad_u,
+                                 const TensorView &grad_W, const TensorView &grad_b0, int iterations,
+                                 const Options &options) {
+    return run_digitcaps_backward("digitcaps_backward_with_s", u, W, b0, &routing_s, grad_v, grad_u, grad_W,
+                                  grad_b0, iterations, options);
 }
 
 namespace detail {

@@ -130,6 +130,24 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
                           const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
                           int iterations = 3, const Options &options = {});
 
+// Training's pair: the forward keeps the weighted sums s of every routing
+// iteration, routing_s [iterations, B, J, E] (v of iteration t is
+// squash(routing_s[t]); 240 KB at MNIST b128 and 3 iterations), and the
+// backward starts from them. digitcaps_backward recomputes them, one pass
+// over u_hat's B·I·J·E values an iteration; digitcaps_backward_with_s reads
+// them instead. The gradients are those of digitcaps at the s given (the
+// forward's own s, up to float32 rounding, when they come from
+// digitcaps_with_s with the same u, W and b0). On CUDA both are built for 3
+// iterations (unsupported_iterations otherwise); on the CPU for 1, 3 and 5.
+// routing_s must be [iterations, batch, out_caps, out_dim] (bad_rank,
+// extent_mismatch otherwise).
+Status digitcaps_with_s(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
+                        const TensorView &routing_s, int iterations = 3, const Options &options = {});
+Status digitcaps_backward_with_s(const TensorView &u, const TensorView &W, const TensorView &b0,
+                                 const TensorView &routing_s, const TensorView &grad_v, const TensorView &grad_u,
+                                 const TensorView &grad_W, const TensorView &grad_b0, int iterations = 3,
+                                 const Options &options = {});
+
 // ---- capsule convolution with 4x4 pose matrices (DESIGN.md §1.3) ----
 //
 //   input  [n, H, W, ci, 4, 4], filter [kh, kw, ci, co, 4, 4], output [n, OH, OW, co, 4, 4]
@@ -159,7 +177,8 @@ Status capsconv_backward(const TensorView &input, const TensorView &filter, cons
 // What can be run: one entry per (operator, implementation, device).
 struct ImplementationInfo {
     std::string op;              // "predict", "predict_backward", "squash", "route", "route_backward",
-                                 // "digitcaps", "digitcaps_backward", "capsconv" or "capsconv_backward"
+                                 // "digitcaps", "digitcaps_backward", "digitcaps_with_s",
+                                 // "digitcaps_backward_with_s", "capsconv" or "capsconv_backward"
     std::string implementation;  // e.g. "cpu", "naive", "tuned", "stage_per_op", "autodiff"
     Device device;               // cpu or cuda
     std::string description;
