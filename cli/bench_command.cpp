@@ -394,8 +394,10 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     const double layer_flops = route_flops + 2.0 * s.routing().u_hat_size() * s.in_dim;
     const reference::Tolerance tol{1e-5, 1e-4};
 
+    // `second`, `second_ref`: a second output checked too (digitcaps_with_s's routing_s).
     auto run_op = [&](const std::string &op, const std::vector<double> &ref, double bytes, double flops,
-                      const std::function<Status(const Options &, int)> &call, Tensor &v) {
+                      const std::function<Status(const Options &, int)> &call, Tensor &v, Tensor *second = nullptr,
+                      const std::vector<double> *second_ref = nullptr) {
         for (const auto &info : list_implementations()) {
             if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
             if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
@@ -403,6 +405,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             options.device = device;
             options.implementation = info.implementation;
             v.poison();
+            if (second != nullptr) second->poison();
             if (Status st = call(options, 0); !st.ok()) {
                 if (st.code == StatusCode::unsupported_shape) {  // e.g. fused blocks past 48 KB of shared memory
                     std::printf("%s %s: %s does not apply (%s)\n", op.c_str(), shape.name.c_str(),
@@ -413,7 +416,17 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
                 continue;
             }
             v.download();
-            const auto c = reference::compare(v.host().data(), ref, tol);
+            auto c = reference::compare(v.host().data(), ref, tol);
+            if (second != nullptr) {
+                second->download();
+                // routing_s's values are sums over in_caps, larger than v's (at
+                // most 1): its elementwise tolerance scales with them.
+                double largest = 0;
+                for (double x : *second_ref) largest = std::max(largest, std::fabs(x));
+                const auto c2 = reference::compare(second->host().data(), *second_ref,
+                                                   {tol.atol * std::max(largest, 1.0), tol.rtol});
+                if (!c2.passed) c = c2;
+            }
             double peak_mb = std::nan("");
             if (device == Device::cuda) {
                 DeviceMemoryProbe probe;
@@ -447,6 +460,17 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
         run_op("digitcaps", ref, input_bytes + 4.0 * s.v_size(), layer_flops,
                [&](const Options &o, int n) { return digitcaps(u.view(n), W.view(n), TensorView{}, v.view(), kIterations, o); },
                v);
+        // The same layer keeping every iteration's s for the backward: its
+        // extra bytes are routing_s's write.
+        Tensor routing_s({kIterations, s.batch, s.out_caps, s.out_dim}, device);
+        const auto ref_s = reference::digitcaps_routing_s_f64(s, u.first().host().data(), W.first().host().data(),
+                                                              nullptr, kIterations);
+        run_op("digitcaps_with_s", ref, input_bytes + 4.0 * (1 + kIterations) * s.v_size(), layer_flops,
+               [&](const Options &o, int n) {
+                   return digitcaps_with_s(u.view(n), W.view(n), TensorView{}, v.view(), routing_s.view(), kIterations,
+                                           o);
+               },
+               v, &routing_s, &ref_s);
     }
     if (a.ops == "all" || a.ops == "route") {
         const int sets = rotation_sets(device, u_hat_bytes);
@@ -636,12 +660,27 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
         for (double x : r) m = std::max(m, std::fabs(x));
         return reference::Tolerance{1e-4 * std::max(m, 1e-30), 1e-4};
     };
+    // digitcaps_backward_with_s starts from the s of the device's default
+    // digitcaps_with_s on input set 0 (every set holds the same values).
+    Tensor routing_s({kIterations, s.batch, s.out_caps, s.out_dim}, device);
+    Tensor v({s.batch, s.out_caps, s.out_dim}, device);
+    Options forward_options;
+    forward_options.device = device;
+    const Status forward = digitcaps_with_s(u.view(0), W.view(0), TensorView{}, v.view(), routing_s.view(), kIterations,
+                                            forward_options);
+    for (const std::string op : {"digitcaps_backward", "digitcaps_backward_with_s"}) {
+    const bool with_s = op == "digitcaps_backward_with_s";
     auto call = [&](const Options &o, int n) {
+        if (with_s) {
+            if (!forward.ok()) return forward;
+            return digitcaps_backward_with_s(u.view(n), W.view(n), TensorView{}, routing_s.view(), grad_v.view(n),
+                                             grad_u.view(), grad_W.view(), TensorView{}, kIterations, o);
+        }
         return digitcaps_backward(u.view(n), W.view(n), TensorView{}, grad_v.view(n), grad_u.view(), grad_W.view(),
                                   TensorView{}, kIterations, o);
     };
     for (const auto &info : list_implementations()) {
-        if (info.op != "digitcaps_backward" || info.device != device || !wanted(a, info.implementation)) continue;
+        if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
         if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
         Options options;
         options.device = device;
@@ -649,7 +688,7 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
         grad_u.poison();
         grad_W.poison();
         if (Status st = call(options, 0); !st.ok()) {
-            rows.push_back(failed_row("digitcaps_backward", shape, info.implementation, device, st));
+            rows.push_back(failed_row(op, shape, info.implementation, device, st));
             continue;
         }
         grad_u.download();
@@ -666,7 +705,7 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
         int n = 0;
         const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
         Row r;
-        r.op = "digitcaps_backward", r.shape = shape.name, r.implementation = info.implementation;
+        r.op = op, r.shape = shape.name, r.implementation = info.implementation;
         r.family = family_of(info.implementation, device);
         r.dims = p;
         take_check(r, cu.passed ? cw : cu);
@@ -675,16 +714,28 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
         r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
         r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
         set_timing(r, t);
-        fill_rates(r, bytes, flops, copy_gbs);
+        fill_rates(r, bytes + (with_s ? 4.0 * kIterations * s.v_size() : 0.0), flops, copy_gbs);
         r.peak_device_mb = peak_mb;
         rows.push_back(r);
     }
+    }
+}
+
+// The training pair's rows (digitcaps_with_s, digitcaps_backward_with_s)
+// are measured against their plain op's naive row.
+std::string without_s(const std::string &op) {
+    const std::string suffix = "_with_s";
+    if (op.size() > suffix.size() && op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        return op.substr(0, op.size() - suffix.size());
+    }
+    return op;
 }
 
 void fill_speedups(std::vector<Row> &rows, Device device) {
     for (Row &r : rows) {
+        const std::string base = without_s(r.op);
         for (const Row &n : rows) {
-            if (n.op == r.op && n.shape == r.shape && n.implementation == naive_name(r.op, device)) {
+            if (n.op == base && n.shape == r.shape && n.implementation == naive_name(base, device)) {
                 r.speedup_vs_naive = n.us / r.us;
             }
         }

@@ -102,8 +102,39 @@ halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, co
 // `given_s` (e, j, b, t), when defined: the weighted sums s of every
 // iteration as a forward already computed them (digitcaps_with_s), read
 // instead of summed again; everything else follows from them as before.
+// Iteration t's value of r.agreements at (j, i, b) (a plain Func when it
+// holds one iteration's).
+Expr agreement_value(const halcaps::RoutingStages &r, int t) {
+    if (r.agreements.outputs() == 1) return r.agreements(r.j, r.i, r.b);
+    return r.agreements(r.j, r.i, r.b)[t];
+}
+
 void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff = false, Func given_s = Func()) {
     Var e = r.e, j = r.j, i = r.i, b = r.b;
+    // With s given, v of every iteration is known before any logits, so the
+    // agreements of all iterations are one sum over e of u_hat's row times
+    // n - 1 vectors (r.agreements, a Tuple): one pass over u_hat, not n - 1.
+    std::vector<Func> s_given(iterations);
+    std::vector<halcaps::SquashStages> squash_given(iterations);
+    if (given_s.defined()) {
+        std::vector<Expr> zeros, sums;
+        if (iterations > 1) r.agreements = Func("agreements");
+        for (int t = 0; t < iterations; t++) {
+            const std::string p = "it" + std::to_string(t) + "_";
+            s_given[t] = Func(p + "s");
+            s_given[t](e, j, b) = given_s(e, j, b, t);
+            squash_given[t] = define_squash(p + "squash", s_given[t], e, {j, b}, r.re, for_autodiff);
+            if (t + 1 < iterations) {
+                zeros.push_back(0.0f);
+                sums.push_back(r.u_hat(r.re, j, i, b) * squash_given[t].v(r.re, j, b));
+            }
+        }
+        if (iterations > 1) {
+            r.agreements(j, i, b) = Tuple(zeros);
+            for (size_t d = 0; d < sums.size(); d++) sums[d] = agreement_value(r, static_cast<int>(d)) + sums[d];
+            r.agreements(j, i, b) = Tuple(sums);
+        }
+    }
     for (int t = 0; t < iterations; t++) {
         halcaps::RoutingIteration it;
         const std::string p = "it" + std::to_string(t) + "_";
@@ -122,14 +153,20 @@ void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff
         it.c(j, i, b) = exp(it.logits(j, i, b) - it.logit_max(i, b)) / it.exp_sum(i, b);
 
         if (given_s.defined()) {
-            it.s = Func(p + "s");
-            it.s(e, j, b) = given_s(e, j, b, t);
+            it.s = s_given[t];
+            it.squash = squash_given[t];
         } else {
             it.s = sum_over(p + "s", {e, j, b}, r.ri, it.c(j, r.ri, b) * r.u_hat(e, j, r.ri, b));
+            it.squash = define_squash(p + "squash", it.s, e, {j, b}, r.re, for_autodiff);
         }
-        it.squash = define_squash(p + "squash", it.s, e, {j, b}, r.re, for_autodiff);
         if (t + 1 < iterations) {
-            it.agreement = sum_over(p + "agreement", {j, i, b}, r.re, r.u_hat(r.re, j, i, b) * it.squash.v(r.re, j, b));
+            if (given_s.defined()) {
+                it.agreement = Func(p + "agreement");
+                it.agreement(j, i, b) = agreement_value(r, t);
+            } else {
+                it.agreement =
+                    sum_over(p + "agreement", {j, i, b}, r.re, r.u_hat(r.re, j, i, b) * it.squash.v(r.re, j, b));
+            }
         }
         r.iterations.push_back(it);
     }

@@ -40,6 +40,9 @@ struct RoutingIteration {
 struct RoutingStages {
     Halide::Func u_hat;   // (e, j, i, b): the input (routing) or W u (digitcaps; init + update over rk)
     Halide::Func b0;      // (j, i)
+    Halide::Func agreements;  // s given (digitcaps_backward_with_s), 2+ iterations: (j, i, b), every
+                              // iteration's agreement as one sum over e (a Tuple when there are
+                              // several); each iteration's agreement is then a pure read of it
     std::vector<RoutingIteration> iterations;
     Halide::Func v;       // the output (e, j, b)
     Halide::Var e, j, i, b;

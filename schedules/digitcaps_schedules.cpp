@@ -64,6 +64,7 @@ void visit_backward_stages(RoutingBackwardStages &g, bool digitcaps, Visit visit
         }
         if (it.grad_v_agree.defined()) visit(it.grad_v_agree, true);
     }
+    if (r.agreements.defined()) visit(r.agreements, false);
     visit(g.grad_b0, false);
     visit(g.grad_u_hat, false);
     if (digitcaps) {
@@ -684,13 +685,16 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g, const
     // store (MNIST b128) go, its readers load t + 1 values instead of one.
     std::set<std::string> logits;
     for (const auto &it : r.iterations) logits.insert(it.logits.name());
-    // A given s (digitcaps_backward_with_s) is a read of the input: inlined.
-    std::set<std::string> given_s;
+    // A given s (digitcaps_backward_with_s) is a read of the input, and the
+    // agreements there reads of r.agreements: all inlined.
+    std::set<std::string> inlined_reads;
     for (const auto &it : r.iterations) {
-        if (!it.s.has_update_definition()) given_s.insert(it.s.name());
+        if (!it.s.has_update_definition()) inlined_reads.insert(it.s.name());
+        if (it.agreement.defined() && !it.agreement.has_update_definition()) inlined_reads.insert(it.agreement.name());
     }
+    if (r.agreements.defined()) e_sums.insert(r.agreements.name());
     visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {
-        if (scheduled.count(f.name()) || in_threads.count(f.name()) || given_s.count(f.name())) return;
+        if (scheduled.count(f.name()) || in_threads.count(f.name()) || inlined_reads.count(f.name())) return;
         if (variant.inline_logits && logits.count(f.name())) return;
         if (in_caps_sum) {
             chunked_rows_sum(f, in_caps, e, j, b, out_dim);
