@@ -600,6 +600,20 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // 2028.8 against 2112.8 / 2112.6. grad_u_hat with 2 batch elements a thread
 // instead of 8, on top: 632.3 / 634.2, not kept.
 //
+// digitcaps_backward_with_s (the s of every iteration given by the
+// forward, digitcaps_with_s): the same schedules, with s inlined as a read
+// of the input (its three chunked sums over in_caps and their totals gone)
+// and the agreements of every iteration one Tuple-valued e sum
+// (r.agreements, one kernel for the two at 3 iterations), their pure
+// reads inlined. Predicted: about 96 us less than rows_vectors from s, 26
+// more from the agreements. Measured 2026-11-22 on an NVIDIA H200
+// (bench/results/nvidia-h200-training-pair/run2, `halcaps bench --device
+// cuda --op digitcaps_backward --shapes mnist_b128,mnist_b512
+// --implementations rows_vectors --seed 622`): b128 521.5 us against
+// rows_vectors' 628.7 for digitcaps_backward in the same call, b512 1654.0
+// against 2024.3; with the agreements still two kernels (run1, seed 612)
+// 542.4 and 1717.0.
+//
 // What rows_vectors changes in rows_predict's kernels: the prediction's
 // schedules (batch_walk for u_hat, vectors for both gradients) and the
 // logits inlined into their readers.
