@@ -100,14 +100,24 @@ std::vector<std::string> gpu_names() {
     return out;
 }
 
-// fused_cpu: exists to check the fused algorithm against the reference on
-// machines without a GPU (CI); not tuned. Parallel over batch elements (the
-// routing of one batch element never reads another's data), every stage of
-// every pass computed per batch element, each pass's u_hat slice (737 KB at
-// MNIST) its own L2-resident tile.
-// Measured 2026-11-21, MNIST b128, 3 iterations, 2-core AMD EPYC shared with
-// other builds (`halcaps bench --device cpu --op digitcaps --repeats 3`):
-// 154 ms, against cpu 44 ms and stage_per_op 207 ms in the same run.
+// A pass's stages over one batch element on the CPU, computed at
+// `per_batch`: u_hat (W u, unless routing_fused reads its input inline), the
+// agreement, the softmax's max and sum, and c.
+void pass_stages_at(FusedPass &p, const FusedDigitCapsStages &f, const LoopLevel &per_batch, int vec) {
+    Var eo("eo"), ei("ei");
+    if (p.u_hat.has_update_definition()) {
+        p.u_hat.compute_at(per_batch).vectorize(f.e, vec, TailStrategy::GuardWithIf);
+        p.u_hat.update().split(f.e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, f.j, f.i).vectorize(ei);
+    }
+    if (p.agreement.defined()) {
+        p.agreement.compute_at(per_batch);
+        p.agreement.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
+    }
+    p.logit_max.compute_at(per_batch);
+    p.exp_sum.compute_at(per_batch);
+    p.c.compute_at(per_batch).vectorize(f.j, vec, TailStrategy::GuardWithIf);
+}
+
 // fused_cpu for digitcaps_fused_with_s: its second output, routing_s, reads
 // every pass's s, so each s is computed whole (parallel over batch
 // elements, its pass's u_hat, logits and c inside the loop over one batch
@@ -121,18 +131,7 @@ void fused_cpu_with_s(const Target &target, FusedDigitCapsStages &f) {
         Var eo("eo"), ei("ei");
         p.s.compute_root().parallel(b).vectorize(e, vec, TailStrategy::GuardWithIf);
         p.s.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, eo, j, f.ri, b).vectorize(ei).parallel(b);
-        const LoopLevel per_batch(p.s, b);
-        if (p.u_hat.has_update_definition()) {
-            p.u_hat.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
-            p.u_hat.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, j, f.i).vectorize(ei);
-        }
-        if (p.agreement.defined()) {
-            p.agreement.compute_at(per_batch);
-            p.agreement.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
-        }
-        p.logit_max.compute_at(per_batch);
-        p.exp_sum.compute_at(per_batch);
-        p.c.compute_at(per_batch).vectorize(j, vec, TailStrategy::GuardWithIf);
+        pass_stages_at(p, f, LoopLevel(p.s, b), vec);
         Func v_t = t + 1 < f.passes.size() ? p.squash.v : f.v;
         if (t + 1 < f.passes.size()) v_t.compute_root();
         v_t.parallel(b).vectorize(e, vec, TailStrategy::GuardWithIf);
@@ -142,26 +141,24 @@ void fused_cpu_with_s(const Target &target, FusedDigitCapsStages &f) {
     f.routing_s.parallel(f.t).vectorize(e, vec, TailStrategy::GuardWithIf);
 }
 
+// fused_cpu: exists to check the fused algorithm against the reference on
+// machines without a GPU (CI); not tuned. Parallel over batch elements (the
+// routing of one batch element never reads another's data), every stage of
+// every pass computed per batch element, each pass's u_hat slice (737 KB at
+// MNIST) its own L2-resident tile.
+// Measured 2026-11-21, MNIST b128, 3 iterations, 2-core AMD EPYC shared with
+// other builds (`halcaps bench --device cpu --op digitcaps --repeats 3`):
+// 154 ms, against cpu 44 ms and stage_per_op 207 ms in the same run.
 void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
     if (f.routing_s.defined()) return fused_cpu_with_s(target, f);
     const int vec = target.natural_vector_size<float>();
-    const Var e = f.e, j = f.j, i = f.i;
+    const Var e = f.e, j = f.j;
     f.v.parallel(f.b).vectorize(e, vec, TailStrategy::GuardWithIf);
     const LoopLevel per_batch(f.v, f.b);
     for (size_t t = 0; t < f.passes.size(); t++) {
         FusedPass &p = f.passes[t];
         Var eo("eo"), ei("ei");
-        if (p.u_hat.has_update_definition()) {  // digitcaps_fused; routing_fused reads its input inline
-            p.u_hat.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
-            p.u_hat.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, j, i).vectorize(ei);
-        }
-        if (p.agreement.defined()) {
-            p.agreement.compute_at(per_batch);
-            p.agreement.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
-        }
-        p.logit_max.compute_at(per_batch);
-        p.exp_sum.compute_at(per_batch);
-        p.c.compute_at(per_batch).vectorize(j, vec, TailStrategy::GuardWithIf);
+        pass_stages_at(p, f, per_batch, vec);
         p.s.compute_at(per_batch).vectorize(e, vec, TailStrategy::GuardWithIf);
         p.s.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, eo, j, f.ri).vectorize(ei);
         p.squash.max_abs.compute_at(per_batch);

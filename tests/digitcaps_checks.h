@@ -144,6 +144,16 @@ struct DigitCapsProblem {
     }
 };
 
+// The layer's gradients in `p` (grad_u, grad_W, grad_b0) against the
+// reference's, to `g_tol`.
+inline void require_layer_gradients(const DigitCapsProblem &p, bool with_b0, int iterations, double g_tol) {
+    const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
+                                                       p.grad_v.data(), iterations);
+    require_close("grad_u", p.grad_u, ref.grad_u, g_tol, 0, g_tol);
+    require_close("grad_W", p.grad_W, ref.grad_W, g_tol, 0, g_tol);
+    require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u));
+}
+
 // Every implementation of route, digitcaps and their backward built for
 // `iterations`, on one fresh problem each, against the reference.
 inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0, bool backward = true,
@@ -230,11 +240,7 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
                                              p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations, device_options(device, impl));
         INFO(st.message);
         REQUIRE(st.ok());
-        const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
-                                                           p.grad_v.data(), iterations);
-        require_close("grad_u", p.grad_u, ref.grad_u, g_tol, 0, g_tol);
-        require_close("grad_W", p.grad_W, ref.grad_W, g_tol, 0, g_tol);
-        require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u));
+        require_layer_gradients(p, with_b0, iterations, g_tol);
     }
     // From the s of the device's default digitcaps_with_s (training's pair).
     for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
@@ -251,11 +257,7 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
                                        device_options(device, impl));
         INFO(st.message);
         REQUIRE(st.ok());
-        const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
-                                                           p.grad_v.data(), iterations);
-        require_close("grad_u", p.grad_u, ref.grad_u, g_tol, 0, g_tol);
-        require_close("grad_W", p.grad_W, ref.grad_W, g_tol, 0, g_tol);
-        require_close("grad_b0", p.grad_b0, ref.grad_b0, g_tol, max_abs(ref.grad_u));
+        require_layer_gradients(p, with_b0, iterations, g_tol);
     }
 }
 
