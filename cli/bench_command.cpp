@@ -394,10 +394,11 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     const double layer_flops = route_flops + 2.0 * s.routing().u_hat_size() * s.in_dim;
     const reference::Tolerance tol{1e-5, 1e-4};
 
-    // `second`, `second_ref`: a second output checked too (digitcaps_with_s's routing_s).
+    // `second`, `second_ref`, `second_tol`: a second output checked too
+    // (digitcaps_with_s's routing_s).
     auto run_op = [&](const std::string &op, const std::vector<double> &ref, double bytes, double flops,
                       const std::function<Status(const Options &, int)> &call, Tensor &v, Tensor *second = nullptr,
-                      const std::vector<double> *second_ref = nullptr) {
+                      const std::vector<double> *second_ref = nullptr, reference::Tolerance second_tol = {}) {
         for (const auto &info : list_implementations()) {
             if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
             if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
@@ -419,12 +420,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             auto c = reference::compare(v.host().data(), ref, tol);
             if (second != nullptr) {
                 second->download();
-                // routing_s's values are sums over in_caps, larger than v's (at
-                // most 1): its elementwise tolerance scales with them.
-                double largest = 0;
-                for (double x : *second_ref) largest = std::max(largest, std::fabs(x));
-                const auto c2 = reference::compare(second->host().data(), *second_ref,
-                                                   {tol.atol * std::max(largest, 1.0), tol.rtol});
+                const auto c2 = reference::compare(second->host().data(), *second_ref, second_tol);
                 if (!c2.passed) c = c2;
             }
             double peak_mb = std::nan("");
@@ -465,12 +461,17 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
         Tensor routing_s({kIterations, s.batch, s.out_caps, s.out_dim}, device);
         const auto ref_s = reference::digitcaps_routing_s_f64(s, u.first().host().data(), W.first().host().data(),
                                                               nullptr, kIterations);
+        // routing_s's values are sums over in_caps, larger than v's (at most
+        // 1): its elementwise tolerance scales with them.
+        double largest_s = 0;
+        for (double x : ref_s) largest_s = std::max(largest_s, std::fabs(x));
+        const reference::Tolerance tol_s{tol.atol * std::max(largest_s, 1.0), tol.rtol};
         run_op("digitcaps_with_s", ref, input_bytes + 4.0 * (1 + kIterations) * s.v_size(), layer_flops,
                [&](const Options &o, int n) {
                    return digitcaps_with_s(u.view(n), W.view(n), TensorView{}, v.view(), routing_s.view(), kIterations,
                                            o);
                },
-               v, &routing_s, &ref_s);
+               v, &routing_s, &ref_s, tol_s);
     }
     if (a.ops == "all" || a.ops == "route") {
         const int sets = rotation_sets(device, u_hat_bytes);
@@ -669,55 +670,57 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
     const Status forward = digitcaps_with_s(u.view(0), W.view(0), TensorView{}, v.view(), routing_s.view(), kIterations,
                                             forward_options);
     for (const std::string op : {"digitcaps_backward", "digitcaps_backward_with_s"}) {
-    const bool with_s = op == "digitcaps_backward_with_s";
-    auto call = [&](const Options &o, int n) {
-        if (with_s) {
-            if (!forward.ok()) return forward;
-            return digitcaps_backward_with_s(u.view(n), W.view(n), TensorView{}, routing_s.view(), grad_v.view(n),
-                                             grad_u.view(), grad_W.view(), TensorView{}, kIterations, o);
+        const bool with_s = op == "digitcaps_backward_with_s";
+        auto call = [&](const Options &o, int n) {
+            if (with_s) {
+                if (!forward.ok()) return forward;
+                return digitcaps_backward_with_s(u.view(n), W.view(n), TensorView{}, routing_s.view(), grad_v.view(n),
+                                                 grad_u.view(), grad_W.view(), TensorView{}, kIterations, o);
+            }
+            return digitcaps_backward(u.view(n), W.view(n), TensorView{}, grad_v.view(n), grad_u.view(), grad_W.view(),
+                                      TensorView{}, kIterations, o);
+        };
+        for (const auto &info : list_implementations()) {
+            if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
+            if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) {
+                continue;
+            }
+            Options options;
+            options.device = device;
+            options.implementation = info.implementation;
+            grad_u.poison();
+            grad_W.poison();
+            if (Status st = call(options, 0); !st.ok()) {
+                rows.push_back(failed_row(op, shape, info.implementation, device, st));
+                continue;
+            }
+            grad_u.download();
+            grad_W.download();
+            const auto cu = reference::compare(grad_u.host().data(), ref.grad_u, tolerance(ref.grad_u));
+            const auto cw = reference::compare(grad_W.host().data(), ref.grad_W, tolerance(ref.grad_W));
+            double peak_mb = std::nan("");
+            if (device == Device::cuda) {
+                DeviceMemoryProbe probe;
+                probe.begin();
+                check(call(options, 0));
+                peak_mb = probe.end_mb();
+            }
+            int n = 0;
+            const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
+            Row r;
+            r.op = op, r.shape = shape.name, r.implementation = info.implementation;
+            r.family = family_of(info.implementation, device);
+            r.dims = p;
+            take_check(r, cu.passed ? cw : cu);
+            r.valid = cu.passed && cw.passed;
+            r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
+            r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
+            r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
+            set_timing(r, t);
+            fill_rates(r, bytes + (with_s ? 4.0 * kIterations * s.v_size() : 0.0), flops, copy_gbs);
+            r.peak_device_mb = peak_mb;
+            rows.push_back(r);
         }
-        return digitcaps_backward(u.view(n), W.view(n), TensorView{}, grad_v.view(n), grad_u.view(), grad_W.view(),
-                                  TensorView{}, kIterations, o);
-    };
-    for (const auto &info : list_implementations()) {
-        if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
-        if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
-        Options options;
-        options.device = device;
-        options.implementation = info.implementation;
-        grad_u.poison();
-        grad_W.poison();
-        if (Status st = call(options, 0); !st.ok()) {
-            rows.push_back(failed_row(op, shape, info.implementation, device, st));
-            continue;
-        }
-        grad_u.download();
-        grad_W.download();
-        const auto cu = reference::compare(grad_u.host().data(), ref.grad_u, tolerance(ref.grad_u));
-        const auto cw = reference::compare(grad_W.host().data(), ref.grad_W, tolerance(ref.grad_W));
-        double peak_mb = std::nan("");
-        if (device == Device::cuda) {
-            DeviceMemoryProbe probe;
-            probe.begin();
-            check(call(options, 0));
-            peak_mb = probe.end_mb();
-        }
-        int n = 0;
-        const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
-        Row r;
-        r.op = op, r.shape = shape.name, r.implementation = info.implementation;
-        r.family = family_of(info.implementation, device);
-        r.dims = p;
-        take_check(r, cu.passed ? cw : cu);
-        r.valid = cu.passed && cw.passed;
-        r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
-        r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
-        r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
-        set_timing(r, t);
-        fill_rates(r, bytes + (with_s ? 4.0 * kIterations * s.v_size() : 0.0), flops, copy_gbs);
-        r.peak_device_mb = peak_mb;
-        rows.push_back(r);
-    }
     }
 }
 

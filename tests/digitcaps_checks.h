@@ -171,49 +171,36 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
             reference::route_f64(p.s.routing(), u_hat_nudged.data(), with_b0 ? b0_nudged.data() : nullptr, iterations),
             1e-4);
     }
-    for (const auto &impl : implementations("digitcaps", iterations, device)) {
-        INFO("digitcaps " << impl);
-        DigitCapsProblem p(shape);
-        const Status st = digitcaps(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), iterations,
-                                    device_options(device, impl));
-        INFO(st.message);
-        if (refuses_shape(impl, shape)) {
-            require_refusal(st);
-            continue;
+    // The layer, and the layer keeping every iteration's s (routing_s checked too).
+    for (const bool with_s : {false, true}) {
+        const char *op = with_s ? "digitcaps_with_s" : "digitcaps";
+        for (const auto &impl : implementations(op, iterations, device)) {
+            INFO(op << " " << impl);
+            DigitCapsProblem p(shape);
+            std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+            const TensorView b0_view = with_b0 ? p.b0_v() : TensorView{};
+            const Options options = device_options(device, impl);
+            const Status st = with_s ? digitcaps_with_s(p.u_v(), p.W_v(), b0_view, p.v_v(),
+                                                        p.routing_s_v(routing_s, iterations), iterations, options)
+                                     : digitcaps(p.u_v(), p.W_v(), b0_view, p.v_v(), iterations, options);
+            INFO(st.message);
+            if (refuses_shape(impl, shape)) {
+                require_refusal(st);
+                continue;
+            }
+            REQUIRE(st.ok());
+            const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
+            const float *b0 = with_b0 ? p.b0.data() : nullptr;
+            const double *b0_n = with_b0 ? b0_nudged.data() : nullptr;
+            require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+                                      reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations),
+                                      1e-4);
+            if (!with_s) continue;
+            require_close_conditioned(
+                "routing_s", routing_s,
+                reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+                reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
         }
-        REQUIRE(st.ok());
-        const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
-        require_close_conditioned(
-            "v", p.v,
-            reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr, iterations),
-            reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), with_b0 ? b0_nudged.data() : nullptr,
-                                     iterations),
-            1e-4);
-    }
-    for (const auto &impl : implementations("digitcaps_with_s", iterations, device)) {
-        INFO("digitcaps_with_s " << impl);
-        DigitCapsProblem p(shape);
-        std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
-        const Status st = digitcaps_with_s(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(),
-                                           p.routing_s_v(routing_s, iterations), iterations,
-                                           device_options(device, impl));
-        INFO(st.message);
-        if (refuses_shape(impl, shape)) {
-            require_refusal(st);
-            continue;
-        }
-        REQUIRE(st.ok());
-        const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
-        const float *b0 = with_b0 ? p.b0.data() : nullptr;
-        require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-                                  reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(),
-                                                           with_b0 ? b0_nudged.data() : nullptr, iterations),
-                                  1e-4);
-        require_close_conditioned(
-            "routing_s", routing_s, reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-            reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(),
-                                               with_b0 ? b0_nudged.data() : nullptr, iterations),
-            1e-4);
     }
     if (!backward) return;
     // Gradients through 5 iterations of random (unsquashed, |u_hat| ~ 3)

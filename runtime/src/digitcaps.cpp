@@ -302,6 +302,9 @@ Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, c
     TensorView b0_used;
     if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
     const int64_t K = checks.extent("in_dim"), E = checks.extent("out_dim");
+    std::vector<TensorView> outputs{v};
+    std::vector<const char *> names{"u", "W", "b0", "v"};
+    if (routing_s != nullptr) outputs.push_back(*routing_s), names.push_back("routing_s");
     auto run = [&](const HalideKernelEntry *k) {
         // The fused_split schedules read u and W in rows of 8 (CapsNet's
         // in_dim) and keep a thread's 16 out_dim values in registers. Their
@@ -313,11 +316,7 @@ Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, c
                               "' reads u and W in rows of 8 and keeps 16 out_dim values in registers: in_dim must "
                               "be 8 and out_dim 16, got " + std::to_string(K) + " and " + std::to_string(E)};
         }
-        if (routing_s != nullptr) {
-            return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v, *routing_s}, {},
-                                      {"u", "W", "b0", "v", "routing_s"});
-        }
-        return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, {v}, {}, {"u", "W", "b0", "v"});
+        return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, outputs, {}, names);
     };
     if (!options.implementation.empty() || device != Device::cuda) return run(kernel);
     // The CUDA default refuses some shapes before any device work: the
@@ -412,14 +411,14 @@ Status run_digitcaps_backward(const char *op, const TensorView &u, const TensorV
     TensorView b0_used, grad_b0_used;
     if (Status s = scratch.given_or_stand_in(op, device, b0, I, J, true, &b0_used); !s.ok()) return s;
     if (Status s = scratch.given_or_stand_in(op, device, grad_b0, I, J, false, &grad_b0_used); !s.ok()) return s;
-    if (routing_s != nullptr) {
-        return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, *routing_s, grad_v},
-                                  {grad_u, grad_W, grad_b0_used}, {},
-                                  {"u", "W", "b0", "routing_s", "grad_v", "grad_u", "grad_W", "grad_b0"});
-    }
-    return detail::run_halide(op, kernel->function, device, options, {u, W, b0_used, grad_v},
-                              {grad_u, grad_W, grad_b0_used}, {},
-                              {"u", "W", "b0", "grad_v", "grad_u", "grad_W", "grad_b0"});
+    // The kernels' argument order: routing_s, where given, before grad_v.
+    std::vector<TensorView> inputs{u, W, b0_used};
+    std::vector<const char *> names{"u", "W", "b0"};
+    if (routing_s != nullptr) inputs.push_back(*routing_s), names.push_back("routing_s");
+    inputs.push_back(grad_v);
+    for (const char *n : {"grad_v", "grad_u", "grad_W", "grad_b0"}) names.push_back(n);
+    return detail::run_halide(op, kernel->function, device, options, inputs, {grad_u, grad_W, grad_b0_used}, {},
+                              names);
 }
 
 }  // namespace
