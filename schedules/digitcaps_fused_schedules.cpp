@@ -741,6 +741,19 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // of each capsule and spilled 512 bytes a thread at the 64-register cap:
 // 70-74 us a pass under ncu (FMA pipe 13% busy, 26% of the warps active),
 // the layer 310.5 / 312.2 us at b128 against 173.4 / 176.4. Dropped.
+// Tried 2026-11-22 (bench/results/nvidia-h200-e-b-tiles, runs 1 and 2): a
+// thread per (j, 4 e x 4 batch elements), a matrix product's register
+// blocking: per capsule and k one 16-byte load of u (shared) and one of W
+// (W_by_k) for 16 FMAs, 17 loads for 144 FMAs a capsule against 80 for 288
+// here. Predicted 30 -> 15 us a pass; measured slower. W read from global
+// memory (16 batch elements x 12 capsules a block), 186.6 us at b128 against
+// this schedule's 170.9 in the same run: each k's W load waited on the L2
+// (ncu: FMA pipe 32%, L1 40% busy); with 32 batch elements a block 167.3 at
+// b128 but 660.7 against 540.4 at b512. W staged in shared memory per block
+// (then 6 capsules a block within 48 KB), 218.2 against 171.0: the staging
+// is not hidden (barrier stalls the largest under ncu) and the smaller
+// chunks double the partial sums. 4 capsules a block 186.0, 32 batch
+// elements 206.3. Dropped.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
