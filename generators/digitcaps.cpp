@@ -97,28 +97,52 @@ halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, co
     return q;
 }
 
+// Through squash, with t = s / m, n2t = |t|^2, n2 = |s|^2, f = |v| / |s|:
+//   grad_s = f (grad_v + (2 / (1 + n2) - n2 / (n2 + eps)) t (t . grad_v) / n2t)
+// (the reference's f'(n2) rewritten in the scaled quantities; n2 is clamped
+// as in the forward, where the bracket's value no longer changes). Sets
+// it.s_dot_grad_v and it.grad_s from it.grad_v, the squash q of s.
+void define_grad_s(halcaps::RoutingBackwardIteration &it, const std::string &p, const halcaps::SquashStages &q, Func s,
+                   Var e, Var j, Var b, RDom re) {
+    const Expr m = q.max_abs(j, b), n2t = q.norm2_scaled(j, b);
+    it.s_dot_grad_v = sum_over(p + "s_dot_grad_v", {j, b}, re, s(re, j, b) / m * it.grad_v(re, j, b));
+    const Expr mc = min(m, 1e10f), n2c = mc * mc * n2t;
+    const Expr length_factor = n2c / (1.0f + n2c);
+    const Expr w = select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m) / m), m / sqrt(m * m * n2t + kSquashEpsilon));
+    const Expr f_over = length_factor * w / m;  // |v| / |s|
+    const Expr bracket = 2.0f / (1.0f + n2c) - n2c / (n2c + kSquashEpsilon);
+    it.grad_s = Func(p + "grad_s");
+    it.grad_s(e, j, b) =
+        f_over * (it.grad_v(e, j, b) + bracket * (s(e, j, b) / m) * it.s_dot_grad_v(j, b) / max(n2t, FLT_MIN));
+}
+
 // The routing iterations over r.u_hat and r.b0 (both set by the caller);
 // fills r.iterations. `for_autodiff`: the maxima as scans (max_over).
 // `given_s` (e, j, b, t), when defined: the weighted sums s of every
 // iteration as a forward already computed them (digitcaps_with_s), read
 // instead of summed again; everything else follows from them as before.
-// Iteration t's value of r.agreements at (j, i, b) (a plain Func when it
-// holds one iteration's).
-Expr agreement_value(const halcaps::RoutingStages &r, int t) {
+// `last_grad_v` (e, j, b), with given_s only: dL/dv of the last iteration,
+// for the backward's last grad_c (see below).
+// Element `index` of r.agreements at (j, i, b) (a plain Func when it holds
+// one value).
+Expr agreements_value(const halcaps::RoutingStages &r, int index) {
     if (r.agreements.outputs() == 1) return r.agreements(r.j, r.i, r.b);
-    return r.agreements(r.j, r.i, r.b)[t];
+    return r.agreements(r.j, r.i, r.b)[index];
 }
 
-void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff = false, Func given_s = Func()) {
+void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff = false, Func given_s = Func(),
+                    Func last_grad_v = Func()) {
     Var e = r.e, j = r.j, i = r.i, b = r.b;
     // With s given, v of every iteration is known before any logits, so the
     // agreements of all iterations are one sum over e of u_hat's row times
     // n - 1 vectors (r.agreements, a Tuple): one pass over u_hat, not n - 1.
+    // So is the backward's last grad_s (it needs only grad_v and the last
+    // s), and its grad_c, the same kind of sum over e of u_hat's row, is
+    // the Tuple's last element: one pass over u_hat fewer again.
     std::vector<Func> s_given(iterations);
     std::vector<halcaps::SquashStages> squash_given(iterations);
     if (given_s.defined()) {
         std::vector<Expr> zeros, sums;
-        if (iterations > 1) r.agreements = Func("agreements");
         for (int t = 0; t < iterations; t++) {
             const std::string p = "it" + std::to_string(t) + "_";
             s_given[t] = Func(p + "s");
@@ -129,9 +153,22 @@ void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff
                 sums.push_back(r.u_hat(r.re, j, i, b) * squash_given[t].v(r.re, j, b));
             }
         }
-        if (iterations > 1) {
+        if (last_grad_v.defined()) {
+            halcaps::RoutingBackwardIteration last;
+            const std::string p = "bw" + std::to_string(iterations - 1) + "_";
+            last.grad_v = Func(p + "grad_v");
+            last.grad_v(e, j, b) = last_grad_v(e, j, b);
+            define_grad_s(last, p, squash_given[iterations - 1], s_given[iterations - 1], e, j, b, r.re);
+            r.last_grad_v = last.grad_v;
+            r.last_s_dot_grad_v = last.s_dot_grad_v;
+            r.last_grad_s = last.grad_s;
+            zeros.push_back(0.0f);
+            sums.push_back(r.u_hat(r.re, j, i, b) * last.grad_s(r.re, j, b));
+        }
+        if (!sums.empty()) {
+            r.agreements = Func("agreements");
             r.agreements(j, i, b) = Tuple(zeros);
-            for (size_t d = 0; d < sums.size(); d++) sums[d] = agreement_value(r, static_cast<int>(d)) + sums[d];
+            for (size_t d = 0; d < sums.size(); d++) sums[d] = agreements_value(r, static_cast<int>(d)) + sums[d];
             r.agreements(j, i, b) = Tuple(sums);
         }
     }
@@ -162,7 +199,7 @@ void define_routing(halcaps::RoutingStages &r, int iterations, bool for_autodiff
         if (t + 1 < iterations) {
             if (given_s.defined()) {
                 it.agreement = Func(p + "agreement");
-                it.agreement(j, i, b) = agreement_value(r, t);
+                it.agreement(j, i, b) = agreements_value(r, t);
             } else {
                 it.agreement =
                     sum_over(p + "agreement", {j, i, b}, r.re, r.u_hat(r.re, j, i, b) * it.squash.v(r.re, j, b));
@@ -206,32 +243,27 @@ void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
         const halcaps::RoutingIteration &f = r.iterations[t];
         halcaps::RoutingBackwardIteration &it = g.iterations[t];
         const std::string p = "bw" + std::to_string(t) + "_";
-        it.grad_v = Func(p + "grad_v");
-        if (t == n - 1) {
-            it.grad_v(e, j, b) = g.grad_v(e, j, b);
+        if (t == n - 1 && r.last_grad_s.defined()) {
+            // Built with the routing (define_routing, s given); grad_c is
+            // the agreements' last element.
+            it.grad_v = r.last_grad_v;
+            it.s_dot_grad_v = r.last_s_dot_grad_v;
+            it.grad_s = r.last_grad_s;
+            it.grad_c = Func(p + "grad_c");
+            it.grad_c(j, i, b) = agreements_value(r, r.agreements.outputs() - 1);
         } else {
-            const Func &next_g_logits = g.iterations[t + 1].grad_logits;
-            it.grad_v_agree =
-                sum_over(p + "grad_v_agree", {e, j, b}, r.ri, next_g_logits(j, r.ri, b) * r.u_hat(e, j, r.ri, b));
-            it.grad_v(e, j, b) = it.grad_v_agree(e, j, b);
+            it.grad_v = Func(p + "grad_v");
+            if (t == n - 1) {
+                it.grad_v(e, j, b) = g.grad_v(e, j, b);
+            } else {
+                const Func &next_g_logits = g.iterations[t + 1].grad_logits;
+                it.grad_v_agree =
+                    sum_over(p + "grad_v_agree", {e, j, b}, r.ri, next_g_logits(j, r.ri, b) * r.u_hat(e, j, r.ri, b));
+                it.grad_v(e, j, b) = it.grad_v_agree(e, j, b);
+            }
+            define_grad_s(it, p, f.squash, f.s, e, j, b, r.re);
+            it.grad_c = sum_over(p + "grad_c", {j, i, b}, r.re, it.grad_s(r.re, j, b) * r.u_hat(r.re, j, i, b));
         }
-        // Through squash, with t = s / m, n2t = |t|^2, n2 = |s|^2, f = |v| / |s|:
-        //   grad_s = f (grad_v + (2 / (1 + n2) - n2 / (n2 + eps)) t (t . grad_v) / n2t)
-        // (the reference's f'(n2) rewritten in the scaled quantities; n2 is
-        // clamped as in the forward, where the bracket's value no longer changes).
-        const halcaps::SquashStages &q = f.squash;
-        const Expr m = q.max_abs(j, b), n2t = q.norm2_scaled(j, b);
-        it.s_dot_grad_v = sum_over(p + "s_dot_grad_v", {j, b}, r.re, f.s(r.re, j, b) / m * it.grad_v(r.re, j, b));
-        const Expr mc = min(m, 1e10f), n2c = mc * mc * n2t;
-        const Expr length_factor = n2c / (1.0f + n2c);
-        const Expr w = select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m) / m),
-                              m / sqrt(m * m * n2t + kSquashEpsilon));
-        const Expr f_over = length_factor * w / m;  // |v| / |s|
-        const Expr bracket = 2.0f / (1.0f + n2c) - n2c / (n2c + kSquashEpsilon);
-        it.grad_s = Func(p + "grad_s");
-        it.grad_s(e, j, b) = f_over * (it.grad_v(e, j, b) + bracket * (f.s(e, j, b) / m) * it.s_dot_grad_v(j, b) /
-                                                                max(n2t, FLT_MIN));
-        it.grad_c = sum_over(p + "grad_c", {j, i, b}, r.re, it.grad_s(r.re, j, b) * r.u_hat(r.re, j, i, b));
         it.c_dot_grad_c = sum_over(p + "c_dot_grad_c", {i, b}, r.rj, f.c(r.rj, i, b) * it.grad_c(r.rj, i, b));
         it.grad_logits = Func(p + "grad_logits");
         Expr softmax_term = f.c(j, i, b) * (it.grad_c(j, i, b) - it.c_dot_grad_c(i, b));
@@ -604,8 +636,8 @@ void define_layer_backward(Gen &gen, halcaps::RoutingBackwardStages &g, Func giv
     set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
     define_prediction(r, prediction_u(u), prediction_W(W, u.dim(0).extent()), u.dim(0).extent());
     r.b0 = wrap("b0_in", b0);
-    define_routing(r, gen.iterations, false, given_s);
     g.grad_v = wrap("grad_v_in", grad_v);
+    define_routing(r, gen.iterations, false, given_s, given_s.defined() ? g.grad_v : Func());
     define_routing_backward(g, u.dim(2).extent());
     define_prediction_backward(g, W.dim(1).extent(), W.dim(2).extent(), W.dim(3).extent(), u.dim(2).extent());
     grad_u(g.k, r.i, r.b) = g.grad_u(g.k, r.i, r.b);

@@ -40,9 +40,14 @@ struct RoutingIteration {
 struct RoutingStages {
     Halide::Func u_hat;   // (e, j, i, b): the input (routing) or W u (digitcaps; init + update over rk)
     Halide::Func b0;      // (j, i)
-    Halide::Func agreements;  // s given (digitcaps_backward_with_s), 2+ iterations: (j, i, b), every
-                              // iteration's agreement as one sum over e (a Tuple when there are
-                              // several); each iteration's agreement is then a pure read of it
+    Halide::Func agreements;  // s given (digitcaps_backward_with_s): (j, i, b), every iteration's
+                              // agreement but the last's and the backward's last grad_c as one
+                              // sum over e (a Tuple when there are several); each of them is
+                              // then a pure read of it
+    // s given, the layer backward: its last iteration's grad_v (a copy of the
+    // input), s . grad_v and grad_s (RoutingBackwardIteration), built with the
+    // routing so that its grad_c can be a term of `agreements`.
+    Halide::Func last_grad_v, last_s_dot_grad_v, last_grad_s;
     std::vector<RoutingIteration> iterations;
     Halide::Func v;       // the output (e, j, b)
     Halide::Var e, j, i, b;
@@ -65,7 +70,8 @@ struct RoutingBackwardIteration {
     Halide::Func grad_v_agree;    // (e, j, b): sum over i of g_logits[t+1] * u_hat; init + update. Not last.
     Halide::Func s_dot_grad_v;    // (j, b): (s / max_abs) . grad_v; init + update over re
     Halide::Func grad_s;          // (e, j, b): through squash
-    Halide::Func grad_c;          // (j, i, b): grad_s . u_hat over e; init + update over re
+    Halide::Func grad_c;          // (j, i, b): grad_s . u_hat over e; init + update over re (s given,
+                                  // the layer's last iteration: a pure read of RoutingStages::agreements)
     Halide::Func c_dot_grad_c;    // (i, b): sum over j of c * grad_c; init + update
     Halide::Func grad_logits;     // (j, i, b): dL/dlogits[t]
 };

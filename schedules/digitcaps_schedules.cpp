@@ -613,6 +613,20 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // rows_vectors' 628.7 for digitcaps_backward in the same call, b512 1654.0
 // against 2024.3; with the agreements still two kernels (run1, seed 612)
 // 542.4 and 1717.0.
+// Then the last iteration's grad_c as the Tuple's third element (the
+// generator builds the last grad_s with the routing; its own pass over
+// u_hat goes). Predicted: about 25 us less at b128. Measured 2026-11-22
+// on an NVIDIA H200 against the previous binary, alternating in one run
+// (bench/results/nvidia-h200-last-grad-c/run3, seeds 741 and 742): b128
+// 507.2 / 508.1 us against 525.2 / 524.4, b512 1605.8 / 1605.4 against
+// 1660.5 / 1658.1 (the forward with s 181.5 / 181.3 and 550.2 / 550.0:
+// 2.79x / 2.80x and 2.92x). Under ncu (run1) the three-element Tuple kernel
+// takes 51.6 us, against about 27 for an e sum with one factor: it is
+// L1-bound, 3 factor rows of 10 j a warp. Tried in run 2 and dropped
+// (schedule_tries.diff there): its threads over capsules fastest, so that
+// a warp's factor loads are broadcasts (57.4 us), and the softmax's max and
+// sum computed in c's threads and c . grad_c in grad_logits' (c 7 -> 25-37
+// us a kernel, grad_logits 6.5 -> 13-18); together 559.6 us at b128.
 //
 // What rows_vectors changes in rows_predict's kernels: the prediction's
 // schedules (batch_walk for u_hat, vectors for both gradients) and the
@@ -700,11 +714,14 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g, const
     std::set<std::string> logits;
     for (const auto &it : r.iterations) logits.insert(it.logits.name());
     // A given s (digitcaps_backward_with_s) is a read of the input, and the
-    // agreements there reads of r.agreements: all inlined.
+    // agreements and the last grad_c there reads of r.agreements: all inlined.
     std::set<std::string> inlined_reads;
     for (const auto &it : r.iterations) {
         if (!it.s.has_update_definition()) inlined_reads.insert(it.s.name());
         if (it.agreement.defined() && !it.agreement.has_update_definition()) inlined_reads.insert(it.agreement.name());
+    }
+    for (const auto &it : g.iterations) {
+        if (!it.grad_c.has_update_definition()) inlined_reads.insert(it.grad_c.name());
     }
     if (r.agreements.defined()) e_sums.insert(r.agreements.name());
     visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {

@@ -127,7 +127,7 @@ TEST_CASE("capsconv: the kernels' gradients match finite differences of the floa
         return sum;
     };
     auto check = [&](const char *what, std::vector<double> &x, const std::vector<float> &analytic) {
-        const std::vector<double> numeric = finite_difference(loss, x);
+        const NumericGradient numeric = finite_difference(loss, x);
         for (size_t n = 0; n < x.size(); n++) {
             INFO(what << " element " << n);
             REQUIRE(std::fabs(analytic[n] - numeric[n]) <= 1e-4 * (1 + std::fabs(numeric[n])));

@@ -155,7 +155,7 @@ struct CudaDefault {
 };
 //   digitcaps_with_s, digitcaps_backward_with_s: the same schedules as
 //                       digitcaps and digitcaps_backward (3 iterations only;
-//                       181.2 and 521.5 us, 2026-11-22), rows_predict the
+//                       181.5 and 507.2 us, 2026-11-22), rows_predict the
 //                       backward's fallback
 CudaDefault cuda_default(const std::string &op) {
     if (op == "digitcaps" || op == "digitcaps_with_s") return {"fused_split_all_vectors", "fused"};
