@@ -450,10 +450,14 @@ void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
         }
         Expr logits = f.b0(j, i);
         if (t > 0) {
-            Expr v_sum = f.passes[0].squash.v(e, j, b);
-            for (int s = 1; s < t; s++) v_sum = v_sum + f.passes[s].squash.v(e, j, b);
+            // v[0] + ... + v[t-1], left to right, as the previous pass's
+            // v_sum plus v[t-1]: a schedule can compute it where v[t-1] is.
             p.v_sum = Func(n + "v_sum");
-            p.v_sum(e, j, b) = v_sum;
+            if (t == 1) {
+                p.v_sum(e, j, b) = f.passes[0].squash.v(e, j, b);
+            } else {
+                p.v_sum(e, j, b) = f.passes[t - 1].v_sum(e, j, b) + f.passes[t - 1].squash.v(e, j, b);
+            }
             p.agreement = sum_over(n + "agreement", {j, i, b}, f.re, p.u_hat(f.re, j, i, b) * p.v_sum(f.re, j, b));
             logits = logits + p.agreement(j, i, b);
         }

@@ -104,7 +104,8 @@ struct RoutingBackwardStages {
 struct FusedPass {
     Halide::Func u_hat;                   // (e, j, i, b): W u for this pass; init + update over rk
                                           // (routing_fused: pure, a read of the input)
-    Halide::Func v_sum;                   // (e, j, b): v[0] + ... + v[t-1] (pure); undefined for pass 0
+    Halide::Func v_sum;                   // (e, j, b): v[0] + ... + v[t-1] (pure; pass t-1's v_sum + v[t-1]
+                                          // from pass 2 on); undefined for pass 0
     Halide::Func agreement;               // (j, i, b): sum over e of u_hat * v_sum; init + update over re.
                                           // Undefined for pass 0
     Halide::Func logits;                  // (j, i, b): b0 (+ agreement) (pure)

@@ -194,12 +194,14 @@ void per_j_and_batch(Stage s, const Var &j, const Var &b, const Var &i, const Fu
 
 // Pass t's squash kernel, one block per batch element, threads over (e, j):
 // s = the sum of the pass's partial sums, squash, v[t] (the output after
-// the last pass).
-void squash_kernel(FusedDigitCapsStages &f, size_t t) {
+// the last pass). `v_sum_out`: before the last pass the kernel stores the
+// next pass's v_sum (v_sum + v[t]) instead of v[t], which only that reads,
+// and its own kernel goes.
+void squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = false) {
     const Var e = f.e, j = f.j, b = f.b;
     FusedPass &p = f.passes[t];
     const bool last = t + 1 == f.passes.size();
-    Func out = last ? f.v : p.squash.v;
+    Func out = last ? f.v : (v_sum_out ? f.passes[t + 1].v_sum : p.squash.v);
     if (!last) out.compute_root();
     out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
     // s's sum (over the partial sums' groups in fused_split) in a register
@@ -430,7 +432,9 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
 //                   logits kernels: split_logits_batch_vectors).
 //   group sums      the chunks' partial sums in partial_groups groups, one
 //                   kernel (until 2026-11-21 two: init and update).
-//   squash kernel   one block per batch element: the groups' sum, squash.
+//   squash kernel   one block per batch element: the groups' sum, squash
+//                   (fused_split_all_vectors: before the last pass it
+//                   stores the next pass's v_sum, v_sum + v[t], not v[t]).
 // Device memory: the logits (B·I·J floats, 5.9 MB at MNIST b128), the
 // partial sums (B·J·E per chunk); nothing of size B·I·J·E.
 // Measured 2026-11-21 on an NVIDIA H100 80GB HBM3, `halcaps bench --device
@@ -485,9 +489,11 @@ void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, si
     Func u_hat = p.u_hat.clone_in(p.agreement);
     p.agreement.compute_at(p.logits, ii).store_in(MemoryType::Register);
     p.agreement.update().unroll(f.re.x);
-    // v_sum of the thread's (b, j): 16 registers, computed once.
-    const std::vector<Var> va = p.v_sum.args();  // (e, j, b)
-    p.v_sum.compute_at(p.logits, bl)
+    // v_sum of the thread's (b, j): 16 registers, computed once. A copy for
+    // the agreement: the next pass's v_sum reads this one too, inlined.
+    Func v_sum = p.v_sum.clone_in(p.agreement);
+    const std::vector<Var> va = v_sum.args();  // (e, j, b)
+    v_sum.compute_at(p.logits, bl)
         .store_in(MemoryType::Register)
         .bound_extent(va[0], 16)
         .bound_extent(va[1], 1)
@@ -530,7 +536,7 @@ void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages
                                 const SplitShape &shape) {
     const Var j = f.j, i = f.i, b = f.b;
     FusedPass &p = f.passes[t];
-    constexpr int vector = kLogitsVector, lanes = kLogitsLanes, batch_tile = kLogitsVectorsBatch;
+    constexpr int vector = kLogitsVector, batch_tile = kLogitsVectorsBatch;
     Var bo("lv_bo"), bl("lv_bl"), bq("lv_bq"), bv("lv_bv"), io("lv_io"), ii("lv_ii");
     p.logits.compute_root()
         .align_bounds(b, batch_tile)
@@ -545,17 +551,18 @@ void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages
     p.logits.specialize(shape.fits);
     p.logits.specialize_fail(shape.refusal);
 
-    // v[0] + ... + v[t-1], batch innermost, one small kernel.
+    // v[0] + ... + v[t-1], batch innermost, stored by pass t-1's squash
+    // kernel (squash_kernel's v_sum_out). It had a kernel of its own, 2.2-2.7
+    // us under ncu at MNIST b128 (H200, bench/results/nvidia-h200-forward-sums/run1).
+    // Predicted: about 5 us less at b128. Measured 2026-11-22 on an NVIDIA
+    // H200 against the previous binary, alternating in one run
+    // (bench/results/nvidia-h200-v-sum-in-squash/run1, seeds 753 and 754):
+    // the layer 166.8 / 168.6 us at b128 against 172.8 / 172.3, 537.2 /
+    // 539.2 at b512 against 541.8 / 541.5; the squash kernels that store
+    // v_sum take 4.0 us under ncu (3.7 as squash alone).
     {
         const std::vector<Var> a = p.v_sum.args();  // (e, j, b)
-        Var vo("vs_bo"), vi("vs_bi");
-        p.v_sum.compute_root()
-            .align_bounds(a[2], batch_tile)
-            .reorder_storage(a[2], a[0], a[1])
-            .split(a[2], vo, vi, lanes, TailStrategy::RoundUp)
-            .reorder(vi, a[0], vo, a[1])
-            .gpu_threads(vi, a[0])
-            .gpu_blocks(vo, a[1]);
+        p.v_sum.align_bounds(a[2], batch_tile).reorder_storage(a[2], a[0], a[1]);
     }
 
     const std::vector<Var> ga = p.agreement.args();  // (j, i, b)
@@ -928,7 +935,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         Func groups_out = groups.in();
         groups_out.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
         groups.compute_at(groups_out, e).store_in(MemoryType::Register);
-        squash_kernel(f, t);
+        squash_kernel(f, t, tile.logits_vectors);
     }
     routing_s_kernel(f);
 }

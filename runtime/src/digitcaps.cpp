@@ -139,8 +139,8 @@ private:
 // On CUDA an op's default is the fastest measured that is built for the
 // iteration count (H200, MNIST b128, 2026-11-21): `preferred` where built,
 // else `base`, whose lookup status is returned when neither is.
-//   digitcaps           fused_split_all_vectors (171.8 us, fused_split_vectors
-//                       261.4 us in an earlier run, 2026-11-22; 3 iterations, and only CapsNet's
+//   digitcaps           fused_split_all_vectors (166.8 us, 2026-11-22; fused_split_vectors
+//                       261.4 us in an earlier run; 3 iterations, and only CapsNet's
 //                       shapes: digitcaps() falls back when it refuses one),
 //                       else fused (829.1 us; stage_per_kernel 1183 us)
 //   digitcaps_backward  rows_vectors (628.0 us; rows_predict 728.7 us in an earlier run, 2026-11-22;
