@@ -99,12 +99,18 @@ bool wanted(const BenchArgs &a, const std::string &implementation) {
                a.implementations.end();
 }
 
-std::vector<std::string> implementations_of(const std::string &op, Device device, const BenchArgs &a) {
+// The implementations of `op` built for `device` and asked for; with
+// `iterations` > 0 (the routing family), only those built for that count.
+std::vector<std::string> implementations_of(const std::string &op, Device device, const BenchArgs &a,
+                                            int iterations = 0) {
     std::vector<std::string> names;
     for (const auto &info : list_implementations()) {
-        if (info.op == op && info.device == device && wanted(a, info.implementation)) {
-            names.push_back(info.implementation);
+        if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
+        if (iterations > 0 &&
+            std::find(info.iterations.begin(), info.iterations.end(), iterations) == info.iterations.end()) {
+            continue;
         }
+        names.push_back(info.implementation);
     }
     return names;
 }
@@ -235,6 +241,30 @@ void take_check(Row &r, const reference::Comparison &c) {
     r.max_abs_error = c.max_abs_error;
     r.rel_l2_error = c.relative_l2_error;
     r.check_summary = c.summary();
+}
+
+// A routing-family row once its outputs passed or failed their check `c`:
+// the device memory one call allocates (CUDA), then the timed calls; the
+// row's identity, check and timing. The caller adds its rates.
+Row timed_routing_row(const BenchArgs &a, const std::string &op, const BenchShape &shape, const Options &options,
+                      const reference::Comparison &c, const std::function<Status(const Options &, int)> &call) {
+    double peak_mb = std::nan("");
+    if (options.device == Device::cuda) {
+        DeviceMemoryProbe probe;
+        probe.begin();
+        check(call(options, 0));
+        peak_mb = probe.end_mb();
+    }
+    int n = 0;
+    const Timing t = time_calls(options.device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
+    Row r;
+    r.op = op, r.shape = shape.name, r.implementation = options.implementation;
+    r.family = family_of(options.implementation, options.device);
+    r.dims = shape.s;
+    take_check(r, c);
+    set_timing(r, t);
+    r.peak_device_mb = peak_mb;
+    return r;
 }
 
 // Forward rows for one shape.
@@ -399,21 +429,19 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     auto run_op = [&](const std::string &op, const std::vector<double> &ref, double bytes, double flops,
                       const std::function<Status(const Options &, int)> &call, Tensor &v, Tensor *second = nullptr,
                       const std::vector<double> *second_ref = nullptr, reference::Tolerance second_tol = {}) {
-        for (const auto &info : list_implementations()) {
-            if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
-            if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) continue;
+        for (const std::string &implementation : implementations_of(op, device, a, kIterations)) {
             Options options;
             options.device = device;
-            options.implementation = info.implementation;
+            options.implementation = implementation;
             v.poison();
             if (second != nullptr) second->poison();
             if (Status st = call(options, 0); !st.ok()) {
                 if (st.code == StatusCode::unsupported_shape) {  // e.g. fused blocks past 48 KB of shared memory
                     std::printf("%s %s: %s does not apply (%s)\n", op.c_str(), shape.name.c_str(),
-                                info.implementation.c_str(), st.message.c_str());
+                                implementation.c_str(), st.message.c_str());
                     continue;
                 }
-                rows.push_back(failed_row(op, shape, info.implementation, device, st));
+                rows.push_back(failed_row(op, shape, implementation, device, st));
                 continue;
             }
             v.download();
@@ -423,24 +451,9 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
                 const auto c2 = reference::compare(second->host().data(), *second_ref, second_tol);
                 if (!c2.passed) c = c2;
             }
-            double peak_mb = std::nan("");
-            if (device == Device::cuda) {
-                DeviceMemoryProbe probe;
-                probe.begin();
-                check(call(options, 0));
-                peak_mb = probe.end_mb();
-            }
-            int n = 0;
-            const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
-            Row r;
-            r.op = op, r.shape = shape.name, r.implementation = info.implementation;
-            r.family = family_of(info.implementation, device);
-            r.dims = p;
-            take_check(r, c);
-            set_timing(r, t);
+            Row r = timed_routing_row(a, op, shape, options, c, call);
             fill_rates(r, bytes, flops, copy_gbs);
             r.u_hat_write_us = u_hat_bytes / (write_gbs * 1e3);
-            r.peak_device_mb = peak_mb;
             rows.push_back(r);
         }
     };
@@ -680,45 +693,26 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
             return digitcaps_backward(u.view(n), W.view(n), TensorView{}, grad_v.view(n), grad_u.view(), grad_W.view(),
                                       TensorView{}, kIterations, o);
         };
-        for (const auto &info : list_implementations()) {
-            if (info.op != op || info.device != device || !wanted(a, info.implementation)) continue;
-            if (std::find(info.iterations.begin(), info.iterations.end(), kIterations) == info.iterations.end()) {
-                continue;
-            }
+        for (const std::string &implementation : implementations_of(op, device, a, kIterations)) {
             Options options;
             options.device = device;
-            options.implementation = info.implementation;
+            options.implementation = implementation;
             grad_u.poison();
             grad_W.poison();
             if (Status st = call(options, 0); !st.ok()) {
-                rows.push_back(failed_row(op, shape, info.implementation, device, st));
+                rows.push_back(failed_row(op, shape, implementation, device, st));
                 continue;
             }
             grad_u.download();
             grad_W.download();
             const auto cu = reference::compare(grad_u.host().data(), ref.grad_u, tolerance(ref.grad_u));
             const auto cw = reference::compare(grad_W.host().data(), ref.grad_W, tolerance(ref.grad_W));
-            double peak_mb = std::nan("");
-            if (device == Device::cuda) {
-                DeviceMemoryProbe probe;
-                probe.begin();
-                check(call(options, 0));
-                peak_mb = probe.end_mb();
-            }
-            int n = 0;
-            const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(call(options, n++)); });
-            Row r;
-            r.op = op, r.shape = shape.name, r.implementation = info.implementation;
-            r.family = family_of(info.implementation, device);
-            r.dims = p;
-            take_check(r, cu.passed ? cw : cu);
+            Row r = timed_routing_row(a, op, shape, options, cu.passed ? cw : cu, call);
             r.valid = cu.passed && cw.passed;
             r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
             r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
             r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
-            set_timing(r, t);
             fill_rates(r, bytes + (with_s ? 4.0 * kIterations * s.v_size() : 0.0), flops, copy_gbs);
-            r.peak_device_mb = peak_mb;
             rows.push_back(r);
         }
     }
