@@ -23,7 +23,7 @@ namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
 const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged", "tuned_k8", "batch_vectors",
-                                                         "batch_walk"};
+                                                         "batch_walk", "batch_rows"};
 const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned", "vectors"};
 
 // ---------------------------------------------------------------- forward --
@@ -223,9 +223,32 @@ void predict_batch_vectors(PredictStages &s) {
 // there, seed 401): 4 e a thread with 16-byte stores, 8 x 16 threads each
 // walking 8 rows, 48.5 / 169.9 us against 39.2 / 132.7 (64 registers, 46%
 // of the warps active), dropped.
-void predict_batch_walk(PredictStages &s) {
+//
+// batch_rows (whole_row): batch_walk with a block over the capsule's whole
+// (e, j) row, 8 * out_caps x 2 threads (80 x 2 at MNIST), each walking 64
+// of the tile's 128 rows, so that u's tile is staged once a capsule
+// instead of once for every 16 pairs (five times at MNIST). Fast path:
+// batch_walk's, with out_caps 8 to 32 (the staging's 64 x 2 threads fit,
+// the block stays within 512 threads); elsewhere it runs batch_walk's
+// mapping with the staging's wider block (most of its threads idle), so
+// the runtime picks it only where its fast path applies.
+// Predicted: MNIST b128 from 38 us toward the hand kernel's 34-35 (batch_walk
+// is L1-bound, 91% busy under ncu, the restaging about a seventh of its L1
+// work). Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-
+// batch-rows/run2, device time, `halcaps bench --device cuda --op predict
+// --shapes mnist_b128,mnist_b512,256:1152:8:10:16,128:1152:8:32:16 --seed
+// 823` and 824, two rounds): MNIST b128 36.5 / 36.7 us against batch_walk's
+// 38.1 / 38.0 (67.3% of the copy bandwidth over the bytes floor, cuda_tuned
+// 34.2 / 34.1); b512 132.2 / 132.0 against 131.2 / 131.4; b256 69.2 / 69.2
+// against 69.4 / 69.4; out_caps 32 at b128 96.7 / 96.6 against 108.3 /
+// 108.3. Under ncu at b128 (base clocks) 37.4 us, L1 55% busy (batch_walk
+// 41.0, 85%), DRAM 44% (40%). Tried in the same runs: 32 rows a thread
+// (80 x 4 threads) 40.2 us at b128, 16 rows (80 x 8) 56.8, the 64-row walk
+// unrolled by 2 or 4 39.6 / 39.2 (48 and 64 registers); none kept.
+void predict_batch_walk(PredictStages &s, bool whole_row = false) {
     const Expr K = s.rk.x.extent();
-    Expr fast;
+    Expr fast, row_fast = Internal::const_false();
+    Expr pairs;  // (e pair, j) pairs of a row, the row's threads in row_fast
     if (s.intermediate_out_dim.defined()) {
         // u_hat inside the layer's backward: Halide's own buffer, its rows
         // aligned by the caller, its batch padded to whole tiles of 128 (u is
@@ -246,21 +269,29 @@ void predict_batch_walk(PredictStages &s) {
         // which the runtime checks, runtime/src/halide_call.cpp). Without it
         // the stores were two 4-byte ones.
         s.u_hat.output_buffer().set_host_alignment(8);
+        if (whole_row) {
+            // batch_rows: a block over the whole (e, j) row, 8 * out_caps
+            // threads wide (out_caps 8 to 32: described above).
+            const Expr out_caps = s.u_hat.output_buffer().dim(1).extent();
+            pairs = out_caps * 8;
+            row_fast = fast && (out_caps >= 8) && (out_caps <= 32);
+        }
     }
     Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), bo("bo"), bi("bi"), bt("bt"), br("br");
-    auto mapping = [&](Stage f, TailStrategy e_tail, TailStrategy b_tail) {
+    auto mapping = [&](Stage f, const Expr &pairs_a_block, int rows_a_thread, TailStrategy e_tail, TailStrategy b_tail) {
         f.split(s.e, eo, ei, 2, e_tail)
             .fuse(eo, s.j, ej)
-            .split(ej, ejo, ejt, 16, TailStrategy::GuardWithIf)
+            .split(ej, ejo, ejt, pairs_a_block, TailStrategy::GuardWithIf)
             .split(s.b, bo, bi, 128, b_tail)
-            .split(bi, bt, br, 16)
+            .split(bi, bt, br, rows_a_thread)
             .reorder(ei, br, ejt, bt, ejo, s.i, bo)
             .gpu_threads(ejt, bt)
             .gpu_blocks(ejo, s.i, bo)
             .vectorize(ei);
     };
-    mapping(s.u_hat.specialize(fast), TailStrategy::RoundUp, TailStrategy::RoundUp);
-    mapping(s.u_hat, TailStrategy::GuardWithIf, TailStrategy::GuardWithIf);
+    if (whole_row) mapping(s.u_hat.specialize(row_fast), pairs, 64, TailStrategy::RoundUp, TailStrategy::RoundUp);
+    mapping(s.u_hat.specialize(fast), 16, 16, TailStrategy::RoundUp, TailStrategy::RoundUp);
+    mapping(s.u_hat, 16, 16, TailStrategy::GuardWithIf, TailStrategy::GuardWithIf);
 
     // One row's accumulators: 2 e (one vector), in registers; bounds
     // inference cannot see through the fused (e, j) index.
@@ -276,8 +307,10 @@ void predict_batch_walk(PredictStages &s) {
     s.accum.update().specialize(K == 8);
 
     // The block's u tile (8-float rows, k innermost, 128 batch rows) in
-    // shared memory, copied by all 128 threads.
+    // shared memory, copied by 16 x 8 threads (batch_walk) or 64 x 2
+    // (batch_rows, whose blocks are 8 * out_caps x 2 threads).
     std::vector<Var> a = s.u_in.args();  // (k, i, b)
+    const int copy_x = whole_row ? 64 : 16, copy_y = whole_row ? 2 : 8;
     Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
     s.u_in.compute_at(s.u_hat, ejo)
         .store_in(MemoryType::GPUShared)
@@ -286,8 +319,8 @@ void predict_batch_walk(PredictStages &s) {
         .bound_extent(a[2], 128)
         .align_bounds(a[2], 128)
         .fuse(a[0], a[2], flat)
-        .split(flat, flat_o, flat_i, 128, TailStrategy::GuardWithIf)
-        .split(flat_i, ty, tx, 16)
+        .split(flat, flat_o, flat_i, copy_x * copy_y, TailStrategy::GuardWithIf)
+        .split(flat_i, ty, tx, copy_x)
         .gpu_threads(tx, ty);
     // A row's 8 values of u, in registers, read from the tile 4 wide.
     Func u_row = s.u_in.in(s.accum);
@@ -828,6 +861,7 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
     if (name == "tuned_k8") predict_tuned_k8(s);
     if (name == "batch_vectors") predict_batch_vectors(s);
     if (name == "batch_walk") predict_batch_walk(s);
+    if (name == "batch_rows") predict_batch_walk(s, true);
     if (name == "staged") predict_staged(s);
     if (name == "registers") predict_registers(s);
 }

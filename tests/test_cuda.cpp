@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <utility>
 
 #include "cuda_test_support.h"
 #include "digitcaps_checks.h"
@@ -78,34 +79,37 @@ TEST_CASE("cuda: predict's default off batch_walk's shapes is right at in_dim 8,
 }
 
 // At batch_walk's shapes (out_dim 16, in_dim 8, a batch that is a multiple
-// of 128) the default is batch_walk when u_hat starts on an 8-byte boundary
-// and batch_vectors otherwise: right either way. batch_walk asked for by
-// name with such a host u_hat is refused with misaligned_pointer.
+// of 128) the default is batch_rows (out_caps 8 to 32) or batch_walk (other
+// out_caps) when u_hat starts on an 8-byte boundary, and batch_vectors
+// otherwise: right either way. Each asked for by name with such a host u_hat
+// is refused with misaligned_pointer, naming u_hat.
 TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off an 8-byte boundary",
           "[cuda][default]") {
-    const reference::PredictShape shape{128, 5, 8, 3, 16};
-    PredictProblem p(shape);
-    INFO("seed " << seed() << ", shape " << shape_name(shape));
-    const std::vector<double> expected = reference::predict_f64(p.s, p.u.data(), p.W.data());
-    std::vector<float> storage(p.u_hat.size() + 4);
-    float *aligned = first_on_16_byte_boundary(storage);
-    float *off_boundary = aligned + 1;
-    for (float *out : {aligned, off_boundary}) {
-        INFO("u_hat at byte offset " << reinterpret_cast<std::uintptr_t>(out) % 8 << " from an 8-byte boundary");
-        std::fill(out, out + p.u_hat.size(), std::numeric_limits<float>::quiet_NaN());
-        TensorView u_hat = host_view(p.u_hat, p.u_hat_shape());
-        u_hat.data = out;
-        Options o;
-        o.device = Device::cuda;
-        const Status s = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), u_hat, o);
-        INFO(s.message);
-        REQUIRE(s.ok());
-        require_matches("u_hat", std::vector<float>(out, out + p.u_hat.size()), expected, shape.in_dim);
-        if (out == off_boundary) {
-            o.implementation = "batch_walk";
-            const Status refused = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), u_hat, o);
-            REQUIRE(refused.code == StatusCode::misaligned_pointer);
-            REQUIRE(refused.message.find("u_hat") != std::string::npos);
+    for (const auto &[out_caps, fast_kernel] : {std::pair<int64_t, const char *>{3, "batch_walk"}, {10, "batch_rows"}}) {
+        const reference::PredictShape shape{128, 5, 8, out_caps, 16};
+        PredictProblem p(shape);
+        INFO("seed " << seed() << ", shape " << shape_name(shape) << ", fast kernel " << fast_kernel);
+        const std::vector<double> expected = reference::predict_f64(p.s, p.u.data(), p.W.data());
+        std::vector<float> storage(p.u_hat.size() + 4);
+        float *aligned = first_on_16_byte_boundary(storage);
+        float *off_boundary = aligned + 1;
+        for (float *out : {aligned, off_boundary}) {
+            INFO("u_hat at byte offset " << reinterpret_cast<std::uintptr_t>(out) % 8 << " from an 8-byte boundary");
+            std::fill(out, out + p.u_hat.size(), std::numeric_limits<float>::quiet_NaN());
+            TensorView u_hat = host_view(p.u_hat, p.u_hat_shape());
+            u_hat.data = out;
+            Options o;
+            o.device = Device::cuda;
+            const Status s = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), u_hat, o);
+            INFO(s.message);
+            REQUIRE(s.ok());
+            require_matches("u_hat", std::vector<float>(out, out + p.u_hat.size()), expected, shape.in_dim);
+            if (out == off_boundary) {
+                o.implementation = fast_kernel;
+                const Status refused = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), u_hat, o);
+                REQUIRE(refused.code == StatusCode::misaligned_pointer);
+                REQUIRE(refused.message.find("u_hat") != std::string::npos);
+            }
         }
     }
 }

@@ -31,6 +31,13 @@ bool batch_walk_fits(const TensorView &u, const TensorView &u_hat) {
            reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 == 0;
 }
 
+// batch_rows' fast path (the same function, whole_row): batch_walk's, with
+// out_caps 8 to 32 (a block is 8 * out_caps x 2 threads). Elsewhere it runs
+// batch_walk's mapping in a wider block, slower than batch_walk itself.
+bool batch_rows_fits(const TensorView &u, const TensorView &u_hat) {
+    return batch_walk_fits(u, u_hat) && u_hat.shape[2] >= 8 && u_hat.shape[2] <= 32;
+}
+
 // The `vectors` gradients' fast path (schedules/capsule_prediction_schedules.cpp,
 // grad_input_row_vectors and grad_weight_quads): out_dim 16, in_dim 8 or 16.
 // Their kernels load and store 16 bytes at a time and so require every tensor
@@ -60,15 +67,20 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     if (Status s = check_device_ready(op, device); !s.ok()) return s;
 
     std::string implementation = chosen_implementation(options, device);
-    // On CUDA the forward's default is `batch_walk` where its fast path
-    // applies (batch_walk_fits), else `batch_vectors`: the fastest Halide
-    // forwards measured on an H200 (2026-11-22, device time, seed 391,
-    // bench/results/nvidia-h200-batch-walk/final): MNIST b128 batch_walk
-    // 38.0 us (batch_vectors 47.3), b512 132.2 (175.6); wide b32 (K = 16,
-    // outside the fast path) batch_vectors 106.7 (batch_walk 1112.6). The
-    // gradients keep `tuned`.
+    // On CUDA the forward's default is `batch_rows` where its fast path
+    // applies (batch_rows_fits), else `batch_walk` where its own does
+    // (batch_walk_fits), else `batch_vectors`: the fastest Halide forwards
+    // measured on an H200 (2026-11-22, device time). MNIST b128: batch_rows
+    // 36.5 / 36.7 us against batch_walk's 38.1 / 38.0 in one run (seeds 823
+    // and 824, bench/results/nvidia-h200-batch-rows/run2), b512 132.2 /
+    // 132.0 against 131.2 / 131.4, out_caps 32 96.7 / 96.6 against 108.3;
+    // batch_walk 38.0 against batch_vectors' 47.3 in an earlier run (seed
+    // 391, nvidia-h200-batch-walk/final). Wide b32 (K = 16, outside both fast
+    // paths): batch_vectors 106.7 us, batch_walk 1112.6.
     if (options.implementation.empty() && device == Device::cuda) {
-        implementation = batch_walk_fits(u, u_hat) ? "batch_walk" : "batch_vectors";
+        implementation = batch_rows_fits(u, u_hat)   ? "batch_rows"
+                         : batch_walk_fits(u, u_hat) ? "batch_walk"
+                                                     : "batch_vectors";
     }
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_predict(implementation, u, W, u_hat, options);

@@ -30,7 +30,7 @@ enum class StatusCode {
                              // (capsconv's winograd ones: 3x3 filters at stride 1 only)
     misaligned_pointer,      // a CUDA tensor for a Halide kernel is not 16-byte aligned
                              // (or a host tensor not aligned as its kernel declares:
-                             // u_hat, 8 bytes, for predict's batch_walk)
+                             // u_hat, 8 bytes, for predict's batch_walk and batch_rows)
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
@@ -187,8 +187,10 @@ struct ImplementationInfo {
 std::vector<ImplementationInfo> list_implementations();
 // The prediction's default on `device` ("tuned" on CUDA, "cpu" on the CPU).
 // Some operators pick their own: predict's forward on CUDA runs
-// "batch_walk" where its fast path applies (out_dim 16, in_dim 8, a batch
-// that is a multiple of 128, u_hat 8-byte aligned), else "batch_vectors";
+// "batch_rows" where its fast path applies (out_dim 16, in_dim 8, a batch
+// that is a multiple of 128, out_caps 8 to 32, u_hat 8-byte aligned), else
+// "batch_walk" where its own does (the same without the out_caps range),
+// else "batch_vectors";
 // routing, the DigitCaps layer and the capsule convolution have their own
 // defaults (README).
 std::string default_implementation(Device device);
