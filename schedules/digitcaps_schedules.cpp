@@ -599,6 +599,10 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // inlined too (their three kernels gone) 628.0 / 627.5, kept; b512 2031.3 /
 // 2028.8 against 2112.8 / 2112.6. grad_u_hat with 2 batch elements a thread
 // instead of 8, on top: 632.3 / 634.2, not kept.
+// Later u_hat by the prediction's batch_rows (a block over the whole (e, j)
+// row; bench/results/nvidia-h200-batch-rows/run4, seeds 843 and 844,
+// against the previous binary): b128 627.6 / 627.0 us against 629.2 /
+// 633.4, b512 2061.3 / 2062.1 against 2026.7 / 2029.1; not kept.
 //
 // digitcaps_backward_with_s (the s of every iteration given by the
 // forward, digitcaps_with_s): the same schedules, with s inlined as a read
