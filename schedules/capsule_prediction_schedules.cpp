@@ -231,7 +231,8 @@ void predict_batch_vectors(PredictStages &s) {
 // batch_walk's, with out_caps 8 to 32 (the staging's 64 x 2 threads fit,
 // the block stays within 512 threads); elsewhere it runs batch_walk's
 // mapping with the staging's wider block (most of its threads idle), so
-// the runtime picks it only where its fast path applies.
+// the runtime picks it only where its fast path applies. For an
+// intermediate u_hat (the layer backward's) it is batch_walk.
 // Predicted: MNIST b128 from 38 us toward the hand kernel's 34-35 (batch_walk
 // is L1-bound, 91% busy under ncu, the restaging about a seventh of its L1
 // work). Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-
@@ -254,6 +255,9 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
         // aligned by the caller, its batch padded to whole tiles of 128 (u is
         // read clamped there).
         fast = (s.intermediate_out_dim == 16) && (K == 8);
+        // batch_rows' block spans out_caps, which only the output buffer
+        // gives here: for an intermediate u_hat it is batch_walk.
+        whole_row = false;
     } else {
         const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
         const Expr batch = s.u_hat.output_buffer().dim(3).extent();
