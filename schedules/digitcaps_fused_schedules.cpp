@@ -76,7 +76,8 @@ const std::vector<std::pair<std::string, FusedGpuTiling>> &gpu_variants() {
 struct SplitGpuTiling {
     int in_chunk;        // partial-sum kernel: input capsules per block (the chunk of the sum over i)
     int logits_i_tile;   // logits kernel: input capsules per block
-    int partial_groups;  // the chunks' partial sums are added in this many groups in parallel
+    int partial_groups;  // the squash kernel adds the chunks' partial sums in up to this many groups in
+                         // parallel, as many as fit its block of 1024 threads (out_dim x out_caps x groups)
     bool batch_vectors;  // partial-sum kernel: a thread per (e, j) with batch_tile batch accumulators
                          // (split_partials_batch_vectors) instead of a thread per (b, j)
     int batch_tile = 32; // batch_vectors: batch elements a thread (a multiple of 16)
@@ -197,7 +198,10 @@ void per_j_and_batch(Stage s, const Var &j, const Var &b, const Var &i, const Fu
 // the last pass). `v_sum_out`: before the last pass the kernel stores the
 // next pass's v_sum (v_sum + v[t]) instead of v[t], which only that reads,
 // and its own kernel goes.
-void squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = false) {
+// Returns the loop over the blocks of the kernel that sums s (the squash
+// kernel's, or digitcaps_fused_with_s's s kernel), where split_gpu's
+// group sums are computed.
+LoopLevel squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = false) {
     const Var e = f.e, j = f.j, b = f.b;
     FusedPass &p = f.passes[t];
     const bool last = t + 1 == f.passes.size();
@@ -209,6 +213,7 @@ void squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = false) {
     // shared memory, each add was a load and a store there, and the global
     // loads could not be issued together.
     Func s_shared;
+    LoopLevel s_block(out, b);
     if (f.routing_s.defined()) {
         // digitcaps_fused_with_s: routing_s reads s too, so s is summed
         // into global memory by a kernel of its own (a thread per (e, j,
@@ -218,6 +223,7 @@ void squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = false) {
         Func s_root = p.s.in();
         s_root.compute_root().reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
         p.s.compute_at(s_root, e).store_in(MemoryType::Register);
+        s_block = LoopLevel(s_root, b);
         s_shared = s_root.in({p.squash.max_abs, p.squash.norm2_scaled, p.squash.v});
         s_shared.compute_at(out, b).gpu_threads(e, j);
     } else {
@@ -233,6 +239,7 @@ void squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = false) {
         q.compute_at(out, e).store_in(MemoryType::Register);
         q.update().split(f.re.x, eo, ei, 4, TailStrategy::GuardWithIf).unroll(ei);
     }
+    return s_block;
 }
 
 // digitcaps_fused_with_s's second output: one kernel after the passes, a
@@ -430,11 +437,13 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
 //                   (fused_split_vectors and fused_split_all_vectors:
 //                   split_partials_batch_vectors; fused_split_all_vectors'
 //                   logits kernels: split_logits_batch_vectors).
-//   group sums      the chunks' partial sums in partial_groups groups, one
-//                   kernel (until 2026-11-21 two: init and update).
-//   squash kernel   one block per batch element: the groups' sum, squash
-//                   (fused_split_all_vectors: before the last pass it
-//                   stores the next pass's v_sum, v_sum + v[t], not v[t]).
+//   squash kernel   one block per batch element: the chunks' partial sums
+//                   added in groups by threads over (e, j, group) into
+//                   shared memory, then each (e, j) thread adds the groups
+//                   and squashes (fused_split_all_vectors: before the last
+//                   pass it stores the next pass's v_sum, v_sum + v[t], not
+//                   v[t]). Until 2026-11-22 the groups had a kernel of
+//                   their own (below, at the squash kernel's call).
 // Device memory: the logits (B·I·J floats, 5.9 MB at MNIST b128), the
 // partial sums (B·J·E per chunk); nothing of size B·I·J·E.
 // Measured 2026-11-21 on an NVIDIA H100 80GB HBM3, `halcaps bench --device
@@ -914,28 +923,40 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
             split_partials_per_batch_row(tile, f, t, part, rii, shape);
         }
 
-        // --- group sums, then the squash kernel (one block per batch element).
+        // --- the squash kernel (one block per batch element): the chunks'
+        // partial sums in groups, a thread per (e, j, group) (the group's
+        // chunks in a rolled loop: Halide splits off its tail and ptxas
+        // issues four loads at a time; unrolled by Halide, each load sat
+        // behind its own tail test, bench/results/nvidia-h200-forward-sums/
+        // run1), into the block's shared memory; then
+        // s, each (e, j) thread adding the groups, and squash. As many
+        // groups as fit a block of 1024 threads, up to partial_groups: 6 at
+        // MNIST (E x J = 160), 2 at out_caps 24; past 1024 (E x J) threads
+        // the launch fails with a cuda_error status, as it did before.
+        // Until 2026-11-22 the groups were summed by a kernel of their own,
+        // a thread per (e, j, b, group) (3.8 us a pass under ncu at MNIST
+        // b128, the squash kernel 4.0).
+        // Predicted: about 10 us less at b128 (most of the group-sum
+        // kernels' 11.4). Measured 2026-11-22 on an NVIDIA H200 against the
+        // previous binary, alternating (bench/results/nvidia-h200-squash-
+        // groups/run1, `halcaps bench --device cuda --op digitcaps --shapes
+        // mnist_b128,mnist_b512 --seed 763` and 764), with a fixed number
+        // of groups a block: 6 groups 160.8 / 159.4 us at b128 against
+        // 168.4 / 168.5, 530.8 / 529.8 at b512 against 538.7 / 535.4; 4
+        // groups 162.0 / 160.9 and 532.9 / 532.3; 2 groups 165.8 / 164.8
+        // and 530.1 / 529.3. Then as many groups as fit, as here (run2,
+        // seeds 773 and 774): 160.9 / 161.3 us at b128 against 168.4 /
+        // 168.2, 527.1 / 526.3 at b512 against 535.9 / 537.7; the forward
+        // with s 170.4 / 170.0 against 177.0 / 176.9. Under ncu at b128 the
+        // squash kernels take 4.5-4.9 us a pass, the layer 158.1 us of
+        // kernels (164.9 before).
         RVar so("s_o" + tag), si("s_i" + tag);
         Var group("group" + tag);
-        Func groups = p.s.update().split(rio, so, si, tile.partial_groups, TailStrategy::GuardWithIf).rfactor(si, group);
-        // One kernel, a thread per (e, j, b, group) summing its group in a
-        // register (init and update were two kernels). Its loop over the
-        // group's chunks, and the squash kernel's over the groups, are left
-        // rolled: Halide then splits off their tails, and ptxas issues four
-        // loads at a time. Unrolled by Halide, each load sat behind its own
-        // tail test (load, add, compare, branch), one at a time.
-        // Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-
-        // forward-sums/run1, device time, `halcaps bench --device cuda --op
-        // digitcaps --shapes mnist_b128,mnist_b512 --seed 501` and 502):
-        // fused_split_all_vectors 171.8 / 172.8 us at b128 against 184.8 /
-        // 182.5 with both unrolled (the previous binary, same session),
-        // 540.2 / 543.2 against 573.9 / 570.8 at b512. Under ncu at the
-        // device's own clocks, caches not flushed: group sums 3.8 us a
-        // pass, squash 3.7.
-        Func groups_out = groups.in();
-        groups_out.compute_root().reorder(e, j, group, b).gpu_blocks(group, b).gpu_threads(e, j);
-        groups.compute_at(groups_out, e).store_in(MemoryType::Register);
-        squash_kernel(f, t, tile.logits_vectors);
+        const Expr block_groups = clamp(1024 / (f.re.x.extent() * f.rj.x.extent()), 1, tile.partial_groups);
+        Func groups = p.s.update().split(rio, so, si, block_groups, TailStrategy::GuardWithIf).rfactor(si, group);
+        const LoopLevel s_block = squash_kernel(f, t, tile.logits_vectors);
+        groups.compute_at(s_block).store_in(MemoryType::GPUShared).reorder(e, j, group, b).gpu_threads(e, j, group);
+        groups.update().reorder(so, e, j, group, b).gpu_threads(e, j, group);
     }
     routing_s_kernel(f);
 }

@@ -631,6 +631,18 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // a warp's factor loads are broadcasts (57.4 us), and the softmax's max and
 // sum computed in c's threads and c . grad_c in grad_logits' (c 7 -> 25-37
 // us a kernel, grad_logits 6.5 -> 13-18); together 559.6 us at b128.
+// Tried again 2026-11-22 without the J-fold repetition of those sums
+// (bench/results/nvidia-h200-squash-groups/run2, schedule_tries.diff there):
+// c and grad_logits each by a thread per (i, b) row of J values, the row's
+// max and sum of exps (or c . grad_c) in that thread's registers, so that
+// logit_max, exp_sum and c . grad_c have no kernels. Predicted: about 40 us
+// less at b128 (the three softmax kernels 14.6 us an iteration, the two of
+// grad_logits 12). Measured against the previous binary, alternating (seeds
+// 773 and 774): the backward with s 518.4 / 517.0 us at b128 against 507.8 /
+// 501.7, 1667.0 against 1606.1 / 1601.3 at b512; under ncu c took 18-21 us
+// a kernel and grad_logits 12.6-14.5. A warp's loads and stores of those
+// rows are 40 bytes apart a lane, where the threads over (j, i) of the
+// kernels kept here store whole sectors. Dropped.
 //
 // What rows_vectors changes in rows_predict's kernels: the prediction's
 // schedules (batch_walk for u_hat, vectors for both gradients) and the
