@@ -770,6 +770,18 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // is not hidden (barrier stalls the largest under ncu) and the smaller
 // chunks double the partial sums. 4 capsules a block 186.0, 32 batch
 // elements 206.3. Dropped.
+// Tried 2026-11-22 (bench/results/nvidia-h200-squash-groups/run4,
+// schedule_tries.diff there): 2 e values a thread, so that each 16-byte u
+// broadcast feeds 8 FMAs (half the u loads a FMA), with 32 or 16 batch
+// elements a thread (the accumulators stored batch innermost). ptxas needs
+// 128 and 108 registers; at the JIT's default cap of 64 they spill (720 and
+// 196 bytes) and the layer takes 284.6 and 191.8 us at b128 against this
+// schedule's 160.8. With HL_CUDA_JIT_MAX_REGISTERS=128 for the process
+// (every kernel of the layer), 181.8 / 183.5 us (32 batch elements) against
+// this schedule's 196.5 / 198.1 at that cap. Under ncu at 128 the kernel
+// took 31.9-35.7 us a pass, against 28.8-31.1 for this one at 64 (36.1-40.2
+// at 128): half the loads a FMA did not pay for the lower occupancy, so a
+// register budget per kernel would not help here either. Dropped.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
