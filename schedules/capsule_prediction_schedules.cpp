@@ -530,7 +530,9 @@ void vectors_fast_paths(Func output, const Expr &aligned, const Expr &out_dim, c
 // consecutive k (16 accumulators, four 4-wide vectors over k) and walks the
 // whole batch, 2 rows unrolled. Per batch row it loads the 4 values of g as
 // one 16-byte vector and the 4 values of u the same way, then does 16 FMAs.
-// Threads over the fused (e quad, j, i), 64 a block, k quads over blocks.
+// Threads over (k quad, 32 of the fused (e quad, j, i)), the k quads on
+// adjacent lanes: a warp's g load reads 16 rows, each twice (one L1
+// request), where with the k quads in different blocks it read 32.
 // `tuned`'s thread (one e, 8 k) loads g 4 bytes at a time and u as 8 scalar
 // broadcasts: 9 loads for 8 FMAs, and too few bytes in flight (under ncu
 // DRAM 32% busy, L1 60%).
@@ -551,8 +553,20 @@ void vectors_fast_paths(Func output, const Expr &aligned, const Expr &out_dim, c
 // block, whose partial sums are added through shared memory (an rfactor):
 // 113 us (169 us with 4), each thread walking only 16 rows with little in
 // flight.
+// Until 2026-11-22 the k quads were over blocks (64 threads over the fused
+// (e quad, j, i)), so each warp's g loads touched 32 rows. Predicted for the
+// k quads on adjacent lanes: 52.6 -> 35-42 us under ncu (the L1 was its bound).
+// Measured on an NVIDIA H200 against the previous binary, alternating
+// (bench/results/nvidia-h200-squash-groups/run5, seeds 802 and 803): ncu
+// 46.6-47.2 us against 52.5-53.3, the L1 55% busy (83%), DRAM 45% (40%);
+// both gradients in device time 101.0 / 100.3 us at MNIST b128 against
+// 106.4 / 106.7, 332.8 / 332.0 at b512 against 345.8 / 345.8, 247.8 / 247.9
+// at wide b32 against 278.0 / 277.5; the layer backward with s 496.0 /
+// 496.4 against 505.3 / 504.6 (rows_vectors uses this kernel).
+// The prediction missed again: with the L1 freed, each thread's one 16-byte
+// g load in flight a row bounds it.
 void grad_weight_quads(PredictGradWeightStages &s) {
-    constexpr int vector = 4, threads = 64, batch_unroll = 2;
+    constexpr int vector = 4, q_threads = 32, batch_unroll = 2;
     const Expr K = s.grad_W.output_buffer().dim(0).extent();
     const Expr E = s.grad_W.output_buffer().dim(1).extent();
     const Expr aligned = declare_aligned_to_vectors({s.grad_W.output_buffer(), s.g_buffer, s.u_buffer});
@@ -563,16 +577,16 @@ void grad_weight_quads(PredictGradWeightStages &s) {
             .split(s.e, eo, ei, vector, TailStrategy::GuardWithIf)
             .fuse(eo, s.j, q)
             .fuse(q, s.i, q)
-            .split(q, qo, qt, threads, TailStrategy::GuardWithIf)
-            .reorder(ki, ei, qt, ko, qo)
-            .gpu_threads(qt)
-            .gpu_blocks(ko, qo)
+            .split(q, qo, qt, q_threads, TailStrategy::GuardWithIf)
+            .reorder(ki, ei, ko, qt, qo)
+            .gpu_threads(ko, qt)
+            .gpu_blocks(qo)
             .vectorize(ki)
             .unroll(ei);
     };
     vectors_fast_paths(s.grad_W, aligned, E, K, mapping);
 
-    s.accum.compute_at(s.grad_W, qt)
+    s.accum.compute_at(s.grad_W, ko)
         .store_in(MemoryType::Register)
         .bound_extent(s.k, vector)
         .bound_extent(s.e, vector)

@@ -108,7 +108,10 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     // (gradient_vectors_fit), else `tuned`, whose mapping is faster off it.
     // Measured on an H200 (2026-11-22, device time, seed 441,
     // bench/results/nvidia-h200-gradient-tries/run3): MNIST b128 vectors
-    // 106.4 us (tuned 153.5), b512 347.0 (555.1), wide b32 278.6 (518.0).
+    // 106.4 us (tuned 153.5), b512 347.0 (555.1), wide b32 278.6 (518.0);
+    // later, vectors' grad_W with its k quads on adjacent lanes (seeds 802
+    // and 803, bench/results/nvidia-h200-squash-groups/run5): 101.0 / 100.3
+    // us at b128, 332.8 / 332.0 at b512, 247.8 / 247.9 at wide b32.
     if (options.implementation.empty() && device == Device::cuda) {
         implementation = gradient_vectors_fit({&g, &u, &W, &grad_u, &grad_W}, u, g) ? "vectors" : "tuned";
     }
