@@ -682,11 +682,7 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
         if (std::string error = space::parse_point("capsconv", "cuda", name, &v); !error.empty()) {
             throw CompileError(error);
         }
-        const int threads = v["x_threads"] * v["y_threads"] * (v["row_threads"] ? 4 : 1);
-        if (threads > 1024) {
-            throw CompileError("capsconv: space point '" + name + "' asks for " + std::to_string(threads) +
-                               " threads a block (at most 1024)");
-        }
+        schedule_util::check_threads("capsconv", name, v["x_threads"] * v["y_threads"] * (v["row_threads"] ? 4 : 1));
         if (v["vector_rows"] && !v["row_threads"]) {
             throw CompileError("capsconv: space point '" + name + "' asks for vector_rows=1 without row_threads=1");
         }

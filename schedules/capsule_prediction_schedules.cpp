@@ -17,6 +17,7 @@ namespace halcaps {
 
 using namespace Halide;
 using schedule_util::check_schedule;
+using schedule_util::check_threads;
 using schedule_util::one_thread_per_output;
 
 namespace {
@@ -836,14 +837,6 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
         predict_cpu_tiled(target, s, {v["tile_i"], v["vec_mult"], v["stage_w"] != 0});
     } else {
         predict_gpu_tiled(s, {v["ej_threads"], v["i_threads"], v["batch_tile"], v["stage_u"] != 0});
-    }
-}
-
-// A GPU point's block must fit the launch limit of 1024 threads.
-void check_threads(const std::string &op, const std::string &name, int threads) {
-    if (threads > 1024) {
-        throw CompileError(op + ": space point '" + name + "' asks for " + std::to_string(threads) +
-                           " threads a block; at most 1024");
     }
 }
 

@@ -12,6 +12,18 @@ namespace halcaps::schedule_util {
 // more (cuFuncSetAttribute), which Halide's CUDA runtime does not do.
 constexpr int kDefaultSharedBytes = 48 * 1024;
 
+// A launch gets at most this many threads a block.
+constexpr int kMaxBlockThreads = 1024;
+
+// Stops generation with a clear message when a point of a schedule space
+// asks for a block past the launch limit.
+inline void check_threads(const std::string &op, const std::string &name, int threads) {
+    if (threads > kMaxBlockThreads) {
+        throw Halide::CompileError(op + ": space point '" + name + "' asks for " + std::to_string(threads) +
+                                   " threads a block; at most " + std::to_string(kMaxBlockThreads));
+    }
+}
+
 // Stops generation with a clear message when a schedule name is unknown or
 // when a GPU schedule is asked for on a target without CUDA (or vice versa).
 inline void check_schedule(const std::string &op, const std::string &name, const Halide::Target &target,

@@ -964,7 +964,8 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         // kernels (164.9 before).
         RVar so("s_o" + tag), si("s_i" + tag);
         Var group("group" + tag);
-        const Expr block_groups = clamp(1024 / (f.re.x.extent() * f.rj.x.extent()), 1, tile.partial_groups);
+        const Expr block_groups =
+            clamp(schedule_util::kMaxBlockThreads / (f.re.x.extent() * f.rj.x.extent()), 1, tile.partial_groups);
         Func groups = p.s.update().split(rio, so, si, block_groups, TailStrategy::GuardWithIf).rfactor(si, group);
         const LoopLevel s_block = squash_kernel(f, t, tile.logits_vectors);
         groups.compute_at(s_block).store_in(MemoryType::GPUShared).reorder(e, j, group, b).gpu_threads(e, j, group);
