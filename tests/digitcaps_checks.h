@@ -110,15 +110,21 @@ inline std::vector<std::string> implementations(const std::string &op, int itera
     return out;
 }
 
-// The one forward implementation that refuses shapes by design:
-// fused_split (and its variants) takes CapsNet's in_dim 8 and out_dim 16
-// only and reports any other shape as unsupported_shape, before any device work.
+// The forward implementations that refuse shapes by design, reporting them
+// as unsupported_shape before any device work: fused_split (and its
+// variants) takes CapsNet's in_dim 8 and out_dim 16 only; the hand-written
+// cuda_fused out_caps up to 16, out_dim up to 32 and in_dim up to 16.
 inline bool refuses_shape(const std::string &implementation, const DigitCapsShape &s) {
-    return implementation.rfind("fused_split", 0) == 0 && (s.in_dim != 8 || s.out_dim != 16);
+    if (implementation.rfind("fused_split", 0) == 0) return s.in_dim != 8 || s.out_dim != 16;
+    if (implementation == "cuda_fused") return s.out_caps > 16 || s.out_dim > 32 || s.in_dim > 16;
+    return false;
 }
-inline void require_refusal(const Status &st) {
+inline void require_refusal(const std::string &implementation, const Status &st) {
     REQUIRE(st.code == StatusCode::unsupported_shape);
-    REQUIRE(st.message.find("in_dim must be 8 and out_dim 16") != std::string::npos);
+    const char *limits = implementation == "cuda_fused"
+                             ? "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
+                             : "in_dim must be 8 and out_dim 16";
+    REQUIRE(st.message.find(limits) != std::string::npos);
 }
 
 struct DigitCapsProblem {
@@ -185,7 +191,7 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
                                      : digitcaps(p.u_v(), p.W_v(), b0_view, p.v_v(), iterations, options);
             INFO(st.message);
             if (refuses_shape(impl, shape)) {
-                require_refusal(st);
+                require_refusal(impl, st);
                 continue;
             }
             REQUIRE(st.ok());

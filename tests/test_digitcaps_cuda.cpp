@@ -1,6 +1,6 @@
 // The DigitCaps layer and routing on CUDA, forward and backward, against the
 // float64 reference: every CUDA implementation the build holds (the fused
-// forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive, the
+// forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive and cuda_fused, the
 // stage_per_kernel backward), the blog's {4, 8} grid, odd sizes around the
 // fused schedules' tiles (batch tiles 8, 16, 32; input-capsule chunks 16, 32),
 // 1, 3 and 5 iterations (the GPU backward: 1 and 3), b0 given and not, hard inputs, device tensors on a
@@ -159,7 +159,7 @@ TEST_CASE("cuda digitcaps: hard inputs (tiny and huge u, large logits)", "[cuda]
                             digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations, device_options(Device::cuda, impl));
                         INFO(st.message);
                         if (refuses_shape(impl, s)) {
-                            require_refusal(st);
+                            require_refusal(impl, st);
                             continue;
                         }
                         REQUIRE(st.ok());
@@ -190,7 +190,7 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
                                         b0.view({s.in_caps, s.out_caps}), v.view({s.batch, s.out_caps, s.out_dim}), 3, o);
             INFO(st.message);
             if (refuses_shape(impl, s)) {
-                require_refusal(st);
+                require_refusal(impl, st);
                 continue;
             }
             REQUIRE(st.ok());
@@ -367,3 +367,37 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
     require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
 }
 
+
+// The hand-written cuda_fused keeps a warp per output capsule in one block
+// and a thread's out_dim values in registers: out_caps up to 16, out_dim up
+// to 32, in_dim up to 16 (its largest shapes stage W through more than 48 KB
+// of shared memory). Beyond, unsupported_shape naming the extent.
+TEST_CASE("cuda digitcaps: cuda_fused at its limits, and refusing beyond them", "[cuda][digitcaps]") {
+    struct Case {
+        DigitCapsShape shape;
+        const char *beyond;  // the extent named in the refusal, or null
+    };
+    for (const Case &c : std::vector<Case>{{{5, 7, 16, 16, 32}, nullptr},
+                                           {{33, 9, 9, 3, 17}, nullptr},
+                                           {{5, 7, 8, 17, 16}, "out_caps is 17"},
+                                           {{5, 7, 8, 10, 33}, "out_dim is 33"},
+                                           {{5, 7, 17, 10, 16}, "in_dim is 17"}}) {
+        const DigitCapsShape &s = c.shape;
+        INFO("K=" << s.in_dim << " J=" << s.out_caps << " E=" << s.out_dim);
+        for (int iterations : {1, 3}) {
+            DigitCapsProblem p(s);
+            const Status st =
+                digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations, device_options(Device::cuda, "cuda_fused"));
+            INFO(st.message);
+            REQUIRE(refuses_shape("cuda_fused", s) == (c.beyond != nullptr));
+            if (c.beyond != nullptr) {
+                require_refusal("cuda_fused", st);
+                REQUIRE(st.message.find(c.beyond) != std::string::npos);
+                for (float x : p.v) REQUIRE(std::isnan(x));  // refused before any work
+                continue;
+            }
+            REQUIRE(st.ok());
+            require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), iterations), 1e-4);
+        }
+    }
+}

@@ -1,5 +1,9 @@
 #include "digitcaps_cuda.h"
 
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <cmath>
 
 namespace halcaps::cuda_reference {
@@ -42,23 +46,30 @@ __global__ void weighted_sum_over_i(const float *__restrict__ c, const float *__
     s[n] = sum;
 }
 
-// v[b, j, :] = squash(s[b, j, :]); one thread per (b, j). The norm is taken
-// of s / max|s_e| so that it neither overflows nor underflows.
+// The squash of a row s[0..E) from m = max_e |s_e| (at least FLT_MIN, so
+// that s = 0 gives v = 0) and q = |s / m|^2 (in [1, E]): the factor that
+// multiplies s_e, or (where |s|^2 overflows) what divides it. Taking the
+// norm of s / m means it neither overflows nor underflows:
+// |s|^2 / (1 + |s|^2) * s / sqrt(|s|^2 + eps) with |s| = m sqrt(q); eps
+// (1e-9) only matters when |s| is that small, where the factor is ~|s|.
+__device__ float squash_of(float s_e, float m, float q) {
+    const float norm = m * sqrtf(q);
+    const float norm2 = norm * norm;
+    const float scale = norm2 / (1.0f + norm2) / sqrtf(norm2 + 1e-9f);
+    return isfinite(norm2) ? s_e * scale : s_e / norm;
+}
+
+// v[b, j, :] = squash(s[b, j, :]); one thread per (b, j).
 __global__ void squash_rows(const float *__restrict__ s, float *__restrict__ v, i64 BJ, i64 E) {
     const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
     if (n >= BJ) return;
     const float *row = s + n * E;
     float m = 0.0f;
     for (i64 e = 0; e < E; e++) m = fmaxf(m, fabsf(row[e]));
-    m = fmaxf(m, 1.17549435e-38f);  // FLT_MIN: s = 0 gives v = 0
-    float q = 0.0f;                  // |s / m|^2, in [1, E]
+    m = fmaxf(m, 1.17549435e-38f);  // FLT_MIN
+    float q = 0.0f;
     for (i64 e = 0; e < E; e++) q += (row[e] / m) * (row[e] / m);
-    // |s|^2 / (1 + |s|^2) * s / sqrt(|s|^2 + eps) with |s| = m sqrt(q); eps
-    // (1e-9) only matters when |s| is that small, where the factor is ~|s|.
-    const float norm = m * sqrtf(q);
-    const float norm2 = norm * norm;
-    const float scale = norm2 / (1.0f + norm2) / sqrtf(norm2 + 1e-9f);
-    for (i64 e = 0; e < E; e++) v[n * E + e] = isfinite(norm2) ? row[e] * scale : row[e] / norm;
+    for (i64 e = 0; e < E; e++) v[n * E + e] = squash_of(row[e], m, q);
 }
 
 // logits[b, i, j] += sum_e u_hat[b, i, j, e] * v[b, j, e]; one thread per (b, i, j).
@@ -96,6 +107,420 @@ cudaError_t route_naive(const float *u_hat, const float *b0, float *v, const Rou
         }
     }
     return cudaGetLastError();
+}
+
+
+// ---------------------------------------------------------------------------
+// Version 2, fused: the layer in two kernels a routing iteration, u_hat
+// recomputed once an iteration and never stored.
+//
+// The agreement is linear in v, so the logits of iteration t are
+//   logits[b, i, j] = b0[i, j] + u_hat[b, i, j, :] . v_sum[b, j, :],
+//   v_sum = v_0 + ... + v_{t-1}
+// (b0 alone at t = 0): one pass kernel an iteration computes u_hat, the
+// logits, the softmax over j and the weighted sum over i together, from one
+// computation of u_hat, where the Halide fused_split schedules compute u_hat
+// once for the logits and again for the sum.
+//
+// pass kernel     blocks of 32 batch elements (one a lane) x J warps (one an
+//                 output capsule j) over a chunk of input capsules. For each
+//                 i of the chunk: W[i] (J*E*K floats) and the tile's u rows
+//                 (and b0[i, :]) are in shared memory (cp.async, kStages
+//                 slots, two steps ahead); a thread
+//                 computes its E values of u_hat[b, i, j, :] in registers (W
+//                 read as a broadcast: one j a warp), its logit, and writes it
+//                 to shared memory; after the block's one barrier of the step
+//                 it reads the J logits of its row b, takes the softmax's c
+//                 for its j and adds c * u_hat into its E sums. The chunk's
+//                 sums go to partial[chunk, b, j, :].
+// squash kernel   a block per (b, j) row: adds the chunks' partial sums (in
+//                 a fixed order), squashes, and writes v (last iteration) or
+//                 v_sum.
+// The chunk count fills the device once (blocks resident at once over the
+// batch tiles), so that every block starts at once and none waits a wave.
+//
+// Limits: J <= 16 (a block of J warps, at most 512 threads), E <= 32 (a
+// thread's E sums and E values of u_hat in registers), K <= 16;
+// digitcaps_fused_refusal names the extent beyond them.
+//
+// Measured 2026-11-22 on an NVIDIA H200 (bench/results/
+// nvidia-h200-hand-fused-layer/, run 5, `halcaps bench --op digitcaps`):
+// MNIST b128 211.3 us, b512 471.0, against the Halide default
+// fused_split_all_vectors' 160.8 and 531.1 in the same run (which computes
+// u_hat twice an iteration). Under ncu at b128 the pass kernel takes 83 us an
+// iteration and the squash kernel 6: 19.3 M warp instructions a pass, 34% of
+// the issue slots used, 18 cycles between a warp's instructions, of which
+// 4.9 wait on shared-memory results (short scoreboard) and 2.7 on the
+// shared-memory queue (MIO throttle): per step a thread issues 32 16-byte
+// broadcast reads of W for 128 FMAs, plus u, v_sum and the J logits, and at
+// 64 registers (three blocks an SM) nothing is left to keep W in registers
+// across batch rows. Tried: one block an SM (run 2: the occupancy query
+// before the kernel was allowed its 55 KB saw no room), 0.5, 2 and 3 waves of
+// chunks (runs 1 and 3: slower), b0 read from global memory in every step
+// (run 3; staged since run 4: no change).
+// ---------------------------------------------------------------------------
+namespace {
+namespace fused {
+
+constexpr int kLanes = 32;  // batch elements a block, one a lane
+constexpr int kMaxOutCaps = 16, kMaxOutDim = 32, kMaxInDim = 16;
+constexpr int kStages = 4;       // W and u slices staged: two in flight while one is read
+constexpr int kSquashThreads = 128;
+constexpr int kPassRegisters = 64;
+
+struct Args {
+    i64 B, I;
+    int J, E, K;
+    i64 chunk;     // input capsules a block
+    int w_stride;  // floats a W stage: W[i] (J*E*K, rounded up to 4), then b0[i, :] (J)
+    int u_stride;  // floats a staged u row (K padded against bank conflicts)
+    int l_padded;  // J rounded up to 4: a row of staged logits, -inf past J
+    int l_stride;  // floats a row of staged logits (l_padded, padded against bank conflicts)
+    int v_stride;  // floats a staged row of v_sum (E padded against bank conflicts)
+};
+
+// u rows padded so that a warp's reads of them hit distinct banks: for the
+// 16-byte reads (the fast path, K = 8) a row of 12 floats, else an odd stride.
+__host__ __device__ inline int u_stride_for(int K, bool fast) { return fast ? 12 : (K % 2 == 1 ? K : K + 1); }
+
+// A stage of W[i] and b0[i, :], W first so that it stays 16-byte aligned.
+inline int w_stride_for(int J, int E, int K) { return (J * E * K + 3) / 4 * 4 + (J + 3) / 4 * 4; }
+
+// Rows of logits read as 16-byte vectors: l_padded floats (J rounded up to
+// 4), the stride 4 more where needed so that it is 4 modulo 8.
+__host__ __device__ inline int l_padded_for(int J) { return (J + 3) / 4 * 4; }
+__host__ __device__ inline int l_stride_for(int J) { return l_padded_for(J) % 8 == 4 ? l_padded_for(J) : l_padded_for(J) + 4; }
+
+// 2^x, flushing results below FLT_MIN to 0 (the softmax's terms that small
+// do not change its sums in float32).
+__device__ inline float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// v_sum rows padded likewise: 20 floats for the fast path's 16-byte reads
+// (E = 16), else an odd stride.
+__host__ __device__ inline int v_stride_for(int E, bool fast) { return fast ? 20 : (E % 2 == 1 ? E : E + 1); }
+
+// The block's shared-memory layout, in floats: kStages W slices, kStages u
+// tiles, two logit tiles and the block's rows of v_sum [J][kLanes].
+inline size_t smem_bytes(const Args &a) {
+    return sizeof(float) * (size_t(kStages) * a.w_stride + size_t(kStages) * kLanes * a.u_stride +
+                            2 * size_t(kLanes) * a.l_stride + size_t(a.J) * kLanes * a.v_stride);
+}
+
+// A thread's u_hat[b, i, j, :] and its logit: `logit` plus the dot with its
+// row of v_sum (in shared memory; all zeros in the first iteration), in
+// four partial sums so that the FMAs do not wait on each other. FAST: E = 16 and K = 8, W and u read as 16-byte vectors, k-quad
+// outer so that the 16 sums of u_hat interleave. Else scalars, E <= EM,
+// K <= kMaxInDim.
+template <int EM, bool FAST>
+__device__ inline float predict_and_agree(const float *W_ij, const float *u_row, const float *v_row, int E, int K,
+                                          float logit, float *u_hat) {
+    float part[4] = {logit, 0.0f, 0.0f, 0.0f};
+    if (FAST) {
+        const float4 *W4 = reinterpret_cast<const float4 *>(W_ij);
+        const float4 *u4 = reinterpret_cast<const float4 *>(u_row);
+        const float4 x0 = u4[0], x1 = u4[1];
+#pragma unroll
+        for (int e = 0; e < EM; e++) {
+            const float4 w0 = W4[e * 2], w1 = W4[e * 2 + 1];  // the same address for the whole warp: broadcasts
+            u_hat[e] = fmaf(w1.w, x1.w, fmaf(w1.z, x1.z, fmaf(w1.y, x1.y, fmaf(w1.x, x1.x,
+                       fmaf(w0.w, x0.w, fmaf(w0.z, x0.z, fmaf(w0.y, x0.y, w0.x * x0.x)))))));
+        }
+        const float4 *v4 = reinterpret_cast<const float4 *>(v_row);
+#pragma unroll
+        for (int q = 0; q < EM / 4; q++) {
+            const float4 v = v4[q];
+            part[0] = fmaf(u_hat[4 * q], v.x, part[0]);
+            part[1] = fmaf(u_hat[4 * q + 1], v.y, part[1]);
+            part[2] = fmaf(u_hat[4 * q + 2], v.z, part[2]);
+            part[3] = fmaf(u_hat[4 * q + 3], v.w, part[3]);
+        }
+    } else {
+        float x[kMaxInDim];
+#pragma unroll
+        for (int k = 0; k < kMaxInDim; k++) x[k] = k < K ? u_row[k] : 0.0f;
+#pragma unroll
+        for (int e = 0; e < EM; e++) {
+            float sum = 0.0f;
+            if (e < E) {
+#pragma unroll
+                for (int k = 0; k < kMaxInDim; k++) {
+                    if (k < K) sum = fmaf(W_ij[e * K + k], x[k], sum);
+                }
+            }
+            u_hat[e] = sum;
+            if (e < E) part[e % 4] = fmaf(sum, v_row[e], part[e % 4]);
+        }
+    }
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+// EM: the register arrays' extent (E <= EM); FAST: E = 16, K = 8 and u and W
+// 16-byte aligned, read and copied as 16-byte vectors (else as scalars).
+// 64 registers a thread: three blocks of 10 warps (out_caps 10) an SM. The
+// fast path spills a few values at this cap (ptxas -v); uncapped it takes
+// 104-115 and one or two blocks fit.
+template <int EM, bool FAST>
+__global__ void __maxnreg__(kPassRegisters) pass_kernel(const float *__restrict__ u,
+                                                                   const float *__restrict__ W,
+                                                                   const float *__restrict__ b0,
+                                                                   const float *__restrict__ v_sum,
+                                                                   float *__restrict__ partial, Args a,
+                                                                   bool agreement) {
+    extern __shared__ float4 smem_vec[];
+    float *smem = reinterpret_cast<float *>(smem_vec);
+    float *W_stage = smem;                                        // [kStages][w_stride]: W[i], b0[i, :]
+    float *u_stage = W_stage + kStages * a.w_stride;              // [kStages][kLanes][u_stride]
+    float *logit_tile = u_stage + kStages * kLanes * a.u_stride;  // [2][kLanes][l_stride], in base 2
+    float *v_tile = logit_tile + 2 * kLanes * a.l_stride;         // [J][kLanes][v_stride]
+
+    const int lane = threadIdx.x, j = threadIdx.y;
+    const int tid = j * kLanes + lane, threads = kLanes * a.J;
+    const i64 b_first = i64(blockIdx.x) * kLanes, b = b_first + lane;
+    const int rows = int(min(i64(kLanes), a.B - b_first));
+    const bool active = lane < rows;
+    const i64 i_first = i64(blockIdx.y) * a.chunk;
+    const int steps = int(min(a.chunk, a.I - i_first));
+    const int JEK = a.J * a.E * a.K, EK = a.E * a.K;
+
+    // Copies W[i] and the tile's u[b, i, :] for `step` into its slot and
+    // commits them as one group (an empty group past the chunk's end, so
+    // that every thread counts the same groups).
+    auto stage = [&](int step) {
+        if (step < steps) {
+            const int slot = step % kStages;
+            const i64 i = i_first + step;
+            const float *W_i = W + i * JEK;
+            float *W_dst = W_stage + slot * a.w_stride;
+            float *u_dst = u_stage + slot * kLanes * a.u_stride;
+            if (b0 != nullptr && tid < a.J) __pipeline_memcpy_async(W_dst + a.w_stride - a.J + tid, b0 + i * a.J + tid, 4);
+            if (FAST) {
+                for (int q = tid; q < JEK / 4; q += threads) __pipeline_memcpy_async(W_dst + 4 * q, W_i + 4 * q, 16);
+                if (tid < rows * 2) {
+                    const int r = tid / 2, h = tid % 2;
+                    __pipeline_memcpy_async(u_dst + r * a.u_stride + 4 * h, u + ((b_first + r) * a.I + i) * 8 + 4 * h,
+                                            16);
+                }
+            } else {
+                for (int q = tid; q < JEK; q += threads) __pipeline_memcpy_async(W_dst + q, W_i + q, 4);
+                for (int q = tid; q < rows * a.K; q += threads) {
+                    const int r = q / a.K, k = q % a.K;
+                    __pipeline_memcpy_async(u_dst + r * a.u_stride + k, u + ((b_first + r) * a.I + i) * a.K + k, 4);
+                }
+            }
+        }
+        __pipeline_commit();
+    };
+
+    float sums[EM], u_hat[EM];
+#pragma unroll
+    for (int e = 0; e < EM; e++) sums[e] = 0.0f;
+    float *v_row = v_tile + (j * kLanes + lane) * a.v_stride;  // visible after the first barrier
+    for (int e = 0; e < a.E; e++) v_row[e] = agreement && active ? v_sum[(b * a.J + j) * a.E + e] : 0.0f;
+    for (int n = tid; n < 2 * kLanes * (a.l_padded - a.J); n += threads) {
+        const int pad = a.l_padded - a.J;
+        logit_tile[(n / pad) * a.l_stride + a.J + n % pad] = -INFINITY;  // exp2 of -inf: 0
+    }
+
+    // Steps 0 .. kStages - 2 in flight; then at the end of each step s the
+    // copy of step s + kStages - 1, into the slot step s - 1 read (every
+    // thread passed this step's barrier after reading it). The barrier of
+    // step s makes step s + 1's slot visible: it waits for its group, with
+    // the kStages - 3 later groups still in flight.
+    for (int step = 0; step < kStages - 1; step++) stage(step);
+    __pipeline_wait_prior(kStages - 2);  // step 0 has landed
+    __syncthreads();
+
+    for (int step = 0; step < steps; step++) {
+        const int slot = step % kStages;
+        float *logits = logit_tile + (step % 2) * kLanes * a.l_stride;
+        if (active) {
+            const float *W_ij = W_stage + slot * a.w_stride + j * EK;  // one j a warp: broadcasts
+            const float *u_row = u_stage + slot * kLanes * a.u_stride + lane * a.u_stride;
+            const float logit0 = b0 != nullptr ? W_stage[slot * a.w_stride + a.w_stride - a.J + j] : 0.0f;
+            constexpr float kLog2e = 1.44269504f;
+            logits[lane * a.l_stride + j] =
+                kLog2e * predict_and_agree<EM, FAST>(W_ij, u_row, v_row, a.E, a.K, logit0, u_hat);
+        }
+        __pipeline_wait_prior(kStages - 3);  // step + 1 has landed
+        __syncthreads();                     // ...for every thread, and so have the logits
+        if (active) {
+            // The softmax over the row's J logits (every thread of the row
+            // takes the same max and sum), 4 at a time.
+            const float4 *row = reinterpret_cast<const float4 *>(logits + lane * a.l_stride);
+            float top = -INFINITY;
+            for (int q = 0; q < a.l_padded / 4; q++) {
+                const float4 x = row[q];
+                top = fmaxf(top, fmaxf(fmaxf(x.x, x.y), fmaxf(x.z, x.w)));
+            }
+            float total = 0.0f;
+            for (int q = 0; q < a.l_padded / 4; q++) {
+                const float4 x = row[q];
+                total += (exp2_ftz(x.x - top) + exp2_ftz(x.y - top)) + (exp2_ftz(x.z - top) + exp2_ftz(x.w - top));
+            }
+            const float c = __fdividef(exp2_ftz(logits[lane * a.l_stride + j] - top), total);  // total >= 1
+#pragma unroll
+            for (int e = 0; e < EM; e++) sums[e] = fmaf(c, u_hat[e], sums[e]);
+        }
+        stage(step + kStages - 1);
+    }
+    __pipeline_wait_prior(0);
+
+    if (active) {
+        float *out = partial + ((i64(blockIdx.y) * a.B + b) * a.J + j) * a.E;
+#pragma unroll
+        for (int e = 0; e < EM; e++) {
+            if (e < a.E) out[e] = sums[e];
+        }
+    }
+}
+
+// A block per (b, j) row: threads (e lane of EP, group g of G) add chunks
+// g, g + G, ... of the row's partial sums, the groups are added in order,
+// and the first EP lanes (of the first warp) squash the row. v_sum becomes v
+// (first iteration) or v_sum + v; the last iteration writes v instead.
+template <int EP>
+__global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__restrict__ partial,
+                                                                float *__restrict__ v_sum, float *__restrict__ v,
+                                                                i64 rows, int E, i64 chunks, bool first, bool last) {
+    constexpr int G = kSquashThreads / EP;
+    __shared__ float group_sums[G][EP];
+    const i64 row = blockIdx.x;
+    const int e = threadIdx.x, g = threadIdx.y;
+    // Four sums in flight, so that four loads are.
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (e < E) {
+        const float *p = partial + row * E + e;
+        const i64 step = rows * E;
+        i64 chunk = g;
+        for (; chunk + 3 * G < chunks; chunk += 4 * G) {
+#pragma unroll
+            for (int n = 0; n < 4; n++) sum[n] += p[(chunk + n * G) * step];
+        }
+        for (int n = 0; chunk < chunks; chunk += G, n++) sum[n] += p[chunk * step];
+    }
+    group_sums[g][e] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+    __syncthreads();
+    if (g != 0) return;
+    float s = 0.0f;
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) s += group_sums[gg][e];
+    constexpr unsigned mask = EP == 32 ? 0xffffffffu : (1u << EP) - 1;
+    float m = fabsf(s);  // 0 past E
+#pragma unroll
+    for (int o = EP / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(mask, m, o, EP));
+    m = fmaxf(m, 1.17549435e-38f);  // FLT_MIN
+    float q = (s / m) * (s / m);
+#pragma unroll
+    for (int o = EP / 2; o > 0; o /= 2) q += __shfl_xor_sync(mask, q, o, EP);
+    if (e >= E) return;
+    const float v_e = squash_of(s, m, q);
+    const i64 n = row * E + e;
+    if (last) {
+        v[n] = v_e;
+    } else {
+        v_sum[n] = first ? v_e : v_sum[n] + v_e;
+    }
+}
+
+bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Past 48 KB of shared memory a block (55 KB at MNIST's shape) the kernel
+// must be allowed more, before a launch and before an occupancy query (which
+// otherwise reports 0 blocks).
+template <int EM, bool FAST>
+cudaError_t allow_smem(const Args &a) {
+    const size_t bytes = smem_bytes(a);
+    if (bytes <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(pass_kernel<EM, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
+template <int EM, bool FAST>
+cudaError_t launch_pass(const float *u, const float *W, const float *b0, const float *v_sum, float *partial,
+                        const Args &a, i64 chunks, bool agreement, cudaStream_t stream) {
+    if (cudaError_t err = allow_smem<EM, FAST>(a); err != cudaSuccess) return err;
+    const dim3 grid(unsigned((a.B + kLanes - 1) / kLanes), unsigned(chunks)), block(kLanes, a.J);
+    pass_kernel<EM, FAST><<<grid, block, smem_bytes(a), stream>>>(u, W, b0, v_sum, partial, a, agreement);
+    return cudaGetLastError();
+}
+
+template <int EM, bool FAST>
+cudaError_t blocks_per_sm(const Args &a, int *count) {
+    if (cudaError_t err = allow_smem<EM, FAST>(a); err != cudaSuccess) return err;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(count, pass_kernel<EM, FAST>, kLanes * a.J, smem_bytes(a));
+}
+
+}  // namespace fused
+
+}  // namespace
+
+const char *digitcaps_fused_refusal(const DigitCapsLayerShape &s) {
+    if (s.out_caps > fused::kMaxOutCaps) return "out_caps";
+    if (s.out_dim > fused::kMaxOutDim) return "out_dim";
+    if (s.in_dim > fused::kMaxInDim) return "in_dim";
+    return nullptr;
+}
+
+cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPlan *plan) {
+    const int J = int(s.out_caps), E = int(s.out_dim), K = int(s.in_dim);
+    const bool fast = E == 16 && K == 8;  // (and aligned, at the launch: the same shared memory or less)
+    fused::Args a{s.batch, s.in_caps, J, E, K, 1, fused::w_stride_for(J, E, K), fused::u_stride_for(K, fast),
+                  fused::l_padded_for(J), fused::l_stride_for(J), fused::v_stride_for(E, fast)};
+    int device = 0, sms = 0, per_sm = 0;
+    if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+    if (cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); err != cudaSuccess) {
+        return err;
+    }
+    // The occupancy of the instantiation digitcaps_fused will launch (at E =
+    // 16 and K = 8 the vector one where aligned; the scalar one fits as many).
+    const cudaError_t err = E == 16 && K == 8 ? fused::blocks_per_sm<16, true>(a, &per_sm)
+                            : E <= 16         ? fused::blocks_per_sm<16, false>(a, &per_sm)
+                                              : fused::blocks_per_sm<32, false>(a, &per_sm);
+    if (err != cudaSuccess) return err;
+    const i64 batch_tiles = (s.batch + fused::kLanes - 1) / fused::kLanes;
+    const i64 resident = std::max<i64>(1, i64(std::max(per_sm, 1)) * sms);
+    const i64 chunks_wanted = std::max<i64>(1, resident / batch_tiles);
+    plan->chunk = (s.in_caps + chunks_wanted - 1) / chunks_wanted;
+    plan->chunks = (s.in_caps + plan->chunk - 1) / plan->chunk;
+    plan->scratch_floats = (plan->chunks + 1) * s.batch * s.out_caps * s.out_dim;
+    return cudaSuccess;
+}
+
+cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, float *v, const DigitCapsLayerShape &s,
+                            int iterations, const DigitCapsFusedPlan &plan, float *scratch, cudaStream_t stream) {
+    if (iterations < 1 || s.batch < 1 || s.in_caps < 1 || s.out_caps < 1 || s.out_dim < 1 || s.in_dim < 1 ||
+        digitcaps_fused_refusal(s) != nullptr || u == nullptr || W == nullptr || v == nullptr || scratch == nullptr ||
+        plan.chunk < 1 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
+        return cudaErrorInvalidValue;
+    }
+    const int J = int(s.out_caps), E = int(s.out_dim), K = int(s.in_dim);
+    const bool fast = E == 16 && K == 8 && fused::aligned16(u) && fused::aligned16(W);
+    const fused::Args a{s.batch, s.in_caps, J, E, K, plan.chunk, fused::w_stride_for(J, E, K),
+                        fused::u_stride_for(K, fast), fused::l_padded_for(J), fused::l_stride_for(J),
+                        fused::v_stride_for(E, fast)};
+    const i64 rows = s.batch * J;
+    float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
+    for (int t = 0; t < iterations; t++) {
+        const bool agreement = t > 0;
+        cudaError_t err =
+            fast     ? fused::launch_pass<16, true>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream)
+            : E <= 16 ? fused::launch_pass<16, false>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream)
+                      : fused::launch_pass<32, false>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream);
+        if (err != cudaSuccess) return err;
+        const bool first = t == 0, last = t + 1 == iterations;
+        if (E <= 16) {
+            fused::squash_kernel<16><<<unsigned(rows), dim3(16, fused::kSquashThreads / 16), 0, stream>>>(
+                partial, v_sum, v, rows, E, plan.chunks, first, last);
+        } else {
+            fused::squash_kernel<32><<<unsigned(rows), dim3(32, fused::kSquashThreads / 32), 0, stream>>>(
+                partial, v_sum, v, rows, E, plan.chunks, first, last);
+        }
+        if (err = cudaGetLastError(); err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
 }
 
 }  // namespace halcaps::cuda_reference

@@ -9,6 +9,12 @@
 //            framework runs it: the prediction (the blog's kernel), then per
 //            iteration softmax over j, the weighted sum over i, squash, and
 //            the agreement update of the logits.
+//   2 fused  two kernels an iteration, u_hat recomputed in registers once an
+//            iteration and never stored: the prediction, the logits (from
+//            the running sum of the v's), the softmax and the weighted sum
+//            over a chunk of input capsules in one kernel, the chunks' sum
+//            and the squash in another. out_caps <= 16, out_dim <= 32,
+//            in_dim <= 16 (digitcaps_fused_refusal).
 //
 // All pointers are device pointers; launchers only enqueue work on `stream`
 // and return the first launch error. They never synchronise.
@@ -32,5 +38,29 @@ int64_t routing_scratch_floats(const RoutingShape &shape);
 // `scratch` holds routing_scratch_floats(shape) floats.
 cudaError_t route_naive(const float *u_hat, const float *b0, float *v, const RoutingShape &shape, int iterations,
                         float *scratch, cudaStream_t stream);
+
+struct DigitCapsLayerShape {
+    int64_t batch, in_caps, in_dim, out_caps, out_dim;  // B, I, K, J, E
+};
+
+// The fused layer's limits: the name of the extent beyond them ("out_caps",
+// "out_dim" or "in_dim"), or null when the shape is supported.
+const char *digitcaps_fused_refusal(const DigitCapsLayerShape &shape);
+
+// How digitcaps_fused splits the sum over input capsules (chunk, chosen so
+// that the pass kernel's blocks fill the current device once) and the
+// device scratch it needs, in floats: the chunks' partial sums and the sum
+// of the v's. Queries the current device; enqueues nothing.
+struct DigitCapsFusedPlan {
+    int64_t chunk = 0, chunks = 0, scratch_floats = 0;
+};
+cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &shape, DigitCapsFusedPlan *plan);
+
+// v = digitcaps(u, W, b0) with `iterations` >= 1 rounds by version 2; b0
+// may be null (zeros). `scratch` holds plan.scratch_floats floats, `plan`
+// from digitcaps_fused_plan for this shape.
+cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, float *v,
+                            const DigitCapsLayerShape &shape, int iterations, const DigitCapsFusedPlan &plan,
+                            float *scratch, cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

@@ -193,14 +193,15 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
 
-// The hand-written CUDA routing ("cuda_naive", any iteration count >= 1):
+// The hand-written CUDA routing ("cuda_naive", and for the layer
+// "cuda_fused"; any iteration count >= 1):
 // runs `call` and returns its status when it applies, else a status with
 // code unknown_implementation (no message) so that the caller goes on to the
 // Halide kernels.
 template <typename Call>
 Status run_hand_routing(const char *op, ArgumentChecks &checks, const Options &options, int iterations, Call call) {
     const Status not_hand{StatusCode::unknown_implementation, ""};
-    if (!detail::is_hand_cuda_routing_implementation(options.implementation)) return not_hand;
+    if (!detail::is_hand_cuda_routing_implementation(op, options.implementation)) return not_hand;
     const Device device = checks.resolve_device(options.device);
     if (!checks.status().ok()) return checks.status();
     if (device != Device::cuda) return not_hand;
@@ -467,6 +468,13 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
         if (cuda_built() && (std::string(r.op) == "route" || std::string(r.op) == "digitcaps")) {
             out.push_back({r.op, "cuda_naive", Device::cuda,
                            "hand-written CUDA, one kernel per step (reference/cuda/digitcaps_cuda.cu; any "
+                           "iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+        }
+        if (cuda_built() && std::string(r.op) == "digitcaps") {
+            out.push_back({r.op, "cuda_fused", Device::cuda,
+                           "hand-written CUDA, two kernels an iteration, u_hat recomputed once an iteration "
+                           "(reference/cuda/digitcaps_cuda.cu; out_caps <= 16, out_dim <= 32, in_dim <= 16; any "
                            "iteration count, listed: 1, 3, 5)",
                            {1, 3, 5}});
         }

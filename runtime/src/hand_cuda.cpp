@@ -158,8 +158,8 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
     return memory.finish();
 }
 
-bool is_hand_cuda_routing_implementation(const std::string &implementation) {
-    return implementation == "cuda_naive";
+bool is_hand_cuda_routing_implementation(const std::string &op, const std::string &implementation) {
+    return implementation == "cuda_naive" || (op == "digitcaps" && implementation == "cuda_fused");
 }
 
 namespace {
@@ -201,6 +201,17 @@ Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const 
 Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
                                int iterations, const Options &options) {
     const std::string op = "digitcaps";
+    const bool fused = options.implementation == "cuda_fused";
+    const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
+    if (const char *extent = fused ? ref::digitcaps_fused_refusal(layer) : nullptr; extent != nullptr) {
+        return {StatusCode::unsupported_shape,
+                op + ": implementation 'cuda_fused' puts a warp per output capsule in one block and keeps a "
+                     "thread's out_dim values in registers: out_caps must be at most 16, out_dim at most 32 and "
+                     "in_dim at most 16; " + extent + " is " +
+                    std::to_string(std::string(extent) == "out_caps" ? layer.out_caps
+                                   : std::string(extent) == "out_dim" ? layer.out_dim
+                                                                      : layer.in_dim)};
+    }
     ScopedCudaContext context(options);
     if (!context.status().ok()) return context.status();
     auto stream = static_cast<cudaStream_t>(options.cuda_stream);
@@ -210,6 +221,23 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
     if (Status s = memory.input(u, &u_d); !s.ok()) return s;
     if (Status s = memory.input(W, &W_d); !s.ok()) return s;
     if (Status s = memory.output(v, &v_d); !s.ok()) return s;
+    if (fused) {
+        ref::DigitCapsFusedPlan plan;
+        if (cudaError_t err = ref::digitcaps_fused_plan(layer, &plan); err != cudaSuccess) {
+            return cuda_status(op, "planning cuda_fused", err);
+        }
+        const float *b0_d = nullptr;
+        if (b0.data != nullptr) {
+            if (Status s = memory.input(b0, &b0_d); !s.ok()) return s;
+        }
+        float *scratch = nullptr;
+        if (Status s = memory.scratch(plan.scratch_floats, &scratch); !s.ok()) return s;
+        if (cudaError_t err = ref::digitcaps_fused(u_d, W_d, b0_d, v_d, layer, iterations, plan, scratch, stream);
+            err != cudaSuccess) {
+            return cuda_status(op, "launching cuda_fused", err);
+        }
+        return memory.finish();
+    }
     const ref::PredictShape predict_shape = shape_of(u, W);
     const ref::RoutingShape shape{u.shape[0], u.shape[1], W.shape[1], W.shape[2]};
     // The eager way: u_hat materialised by the blog's prediction kernel.
@@ -260,7 +288,7 @@ Status run_hand_cuda_predict_backward(const std::string &, const TensorView &, c
 Status run_cublas_predict_gemm_only(const TensorView &, const TensorView &, float *, const Options &) {
     return {StatusCode::device_unavailable, "predict: this build of halcaps has no CUDA support"};
 }
-bool is_hand_cuda_routing_implementation(const std::string &) { return false; }
+bool is_hand_cuda_routing_implementation(const std::string &, const std::string &) { return false; }
 Status run_hand_cuda_route(const TensorView &, const TensorView &, const TensorView &, int, const Options &) {
     return {StatusCode::device_unavailable, "route: this build of halcaps has no CUDA support"};
 }
