@@ -157,7 +157,11 @@ cudaError_t route_naive(const float *u_hat, const float *b0, float *v, const Rou
 // across batch rows. Tried: one block an SM (run 2: the occupancy query
 // before the kernel was allowed its 55 KB saw no room), 0.5, 2 and 3 waves of
 // chunks (runs 1 and 3: slower), b0 read from global memory in every step
-// (run 3; staged since run 4: no change).
+// (run 3; staged since run 4: no change). Two batch rows a thread on the
+// fast path (run 6, run6/two_rows.diff: each W broadcast feeds both rows,
+// 96 registers, two blocks of 64 rows an SM): 238.1 / 238.0 us at b128
+// against 210.0 / 209.5, 459.2 / 459.6 at b512 against 471.4 / 471.3; 14%
+// fewer instructions, but 16 warps an SM instead of 24. Dropped.
 // ---------------------------------------------------------------------------
 namespace {
 namespace fused {
