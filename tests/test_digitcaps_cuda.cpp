@@ -379,6 +379,7 @@ TEST_CASE("cuda digitcaps: cuda_fused at its limits, and refusing beyond them", 
     };
     for (const Case &c : std::vector<Case>{{{5, 7, 16, 16, 32}, nullptr},
                                            {{33, 9, 9, 3, 17}, nullptr},
+                                           {{33, 9, 8, 1, 16}, nullptr},  // a warp copies the 32 rows of u (64 halves)
                                            {{5, 7, 8, 17, 16}, "out_caps is 17"},
                                            {{5, 7, 8, 10, 33}, "out_dim is 33"},
                                            {{5, 7, 17, 10, 16}, "in_dim is 17"}}) {

@@ -303,8 +303,8 @@ __global__ void __maxnreg__(kPassRegisters) pass_kernel(const float *__restrict_
             if (b0 != nullptr && tid < a.J) __pipeline_memcpy_async(W_dst + a.w_stride - a.J + tid, b0 + i * a.J + tid, 4);
             if (FAST) {
                 for (int q = tid; q < JEK / 4; q += threads) __pipeline_memcpy_async(W_dst + 4 * q, W_i + 4 * q, 16);
-                if (tid < rows * 2) {
-                    const int r = tid / 2, h = tid % 2;
+                for (int q = tid; q < rows * 2; q += threads) {  // fewer threads than rows * 2 at out_caps 1
+                    const int r = q / 2, h = q % 2;
                     __pipeline_memcpy_async(u_dst + r * a.u_stride + 4 * h, u + ((b_first + r) * a.I + i) * 8 + 4 * h,
                                             16);
                 }
