@@ -402,3 +402,24 @@ TEST_CASE("cuda digitcaps: cuda_fused at its limits, and refusing beyond them", 
         }
     }
 }
+
+// cuda_fused reads u and W as 16-byte vectors only where both start on a
+// 16-byte boundary (in_dim 8, out_dim 16); device tensors one float off it
+// take the scalar path, with the same results.
+TEST_CASE("cuda digitcaps: cuda_fused on device tensors off a 16-byte boundary", "[cuda][digitcaps]") {
+    const DigitCapsShape s{40, 37, 8, 10, 16};
+    for (int u_offset : {0, 1}) {
+        for (int W_offset : {0, 1}) {
+            INFO("u " << u_offset << " and W " << W_offset << " floats past a 16-byte boundary");
+            DigitCapsProblem p(s);
+            DeviceTensor u(p.u, false, u_offset), W(p.W, false, W_offset), v(p.v, true);
+            const Status st = digitcaps(u.view({s.batch, s.in_caps, s.in_dim}),
+                                        W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{},
+                                        v.view({s.batch, s.out_caps, s.out_dim}), 3,
+                                        device_options(Device::cuda, "cuda_fused"));
+            INFO(st.message);
+            REQUIRE(st.ok());
+            require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), nullptr, 3), 1e-4);
+        }
+    }
+}
