@@ -457,33 +457,62 @@ cudaError_t blocks_per_sm(const Args &a, int *count) {
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(count, pass_kernel<EM, FAST>, kLanes * a.J, smem_bytes(a));
 }
 
+// The fast path's shape (the pointers must also be 16-byte aligned).
+bool fast_shape(const DigitCapsLayerShape &s) { return s.out_dim == 16 && s.in_dim == 8; }
+
+// One instantiation of the pass kernel, as a type: its EM and FAST.
+template <int EM_, bool FAST_>
+struct PassVariant {
+    static constexpr int EM = EM_;
+    static constexpr bool FAST = FAST_;
+};
+
+// Calls `call` with the PassVariant that runs a shape of out_dim E: the
+// fast one, else the scalar one with 16 or 32 values in registers.
+template <typename Call>
+cudaError_t with_pass_variant(bool fast, int E, Call call) {
+    if (fast) return call(PassVariant<16, true>());
+    if (E <= 16) return call(PassVariant<16, false>());
+    return call(PassVariant<32, false>());
+}
+
+// The kernel's arguments for a shape, on the fast path or not, `chunk` input
+// capsules a block.
+Args args_for(const DigitCapsLayerShape &s, bool fast, i64 chunk) {
+    const int J = int(s.out_caps), E = int(s.out_dim), K = int(s.in_dim);
+    return {s.batch, s.in_caps, J, E, K, chunk, w_stride_for(J, E, K), u_stride_for(K, fast), l_padded_for(J),
+            l_stride_for(J), v_stride_for(E, fast)};
+}
+
 }  // namespace fused
 
 }  // namespace
 
-const char *digitcaps_fused_refusal(const DigitCapsLayerShape &s) {
-    if (s.out_caps > fused::kMaxOutCaps) return "out_caps";
-    if (s.out_dim > fused::kMaxOutDim) return "out_dim";
-    if (s.in_dim > fused::kMaxInDim) return "in_dim";
-    return nullptr;
+DigitCapsFusedRefusal digitcaps_fused_refusal(const DigitCapsLayerShape &s) {
+    if (s.out_caps > fused::kMaxOutCaps) return {"out_caps", s.out_caps};
+    if (s.out_dim > fused::kMaxOutDim) return {"out_dim", s.out_dim};
+    if (s.in_dim > fused::kMaxInDim) return {"in_dim", s.in_dim};
+    return {};
 }
 
 cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPlan *plan) {
-    const int J = int(s.out_caps), E = int(s.out_dim), K = int(s.in_dim);
-    const bool fast = E == 16 && K == 8;  // (and aligned, at the launch: the same shared memory or less)
-    fused::Args a{s.batch, s.in_caps, J, E, K, 1, fused::w_stride_for(J, E, K), fused::u_stride_for(K, fast),
-                  fused::l_padded_for(J), fused::l_stride_for(J), fused::v_stride_for(E, fast)};
+    // The instantiation digitcaps_fused launches: the fast one where the
+    // shape has it (if u or W is off a 16-byte boundary the scalar one runs,
+    // whose blocks need no more shared memory).
+    const bool fast = fused::fast_shape(s);
+    const fused::Args a = fused::args_for(s, fast, 1);
     int device = 0, sms = 0, per_sm = 0;
     if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
     if (cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); err != cudaSuccess) {
         return err;
     }
-    // The occupancy of the instantiation digitcaps_fused will launch (at E =
-    // 16 and K = 8 the vector one where aligned; the scalar one fits as many).
-    const cudaError_t err = E == 16 && K == 8 ? fused::blocks_per_sm<16, true>(a, &per_sm)
-                            : E <= 16         ? fused::blocks_per_sm<16, false>(a, &per_sm)
-                                              : fused::blocks_per_sm<32, false>(a, &per_sm);
-    if (err != cudaSuccess) return err;
+    if (cudaError_t err = fused::with_pass_variant(fast, a.E, [&](auto variant) {
+            using V = decltype(variant);
+            return fused::blocks_per_sm<V::EM, V::FAST>(a, &per_sm);
+        });
+        err != cudaSuccess) {
+        return err;
+    }
     const i64 batch_tiles = (s.batch + fused::kLanes - 1) / fused::kLanes;
     const i64 resident = std::max<i64>(1, i64(std::max(per_sm, 1)) * sms);
     const i64 chunks_wanted = std::max<i64>(1, resident / batch_tiles);
@@ -496,23 +525,21 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPla
 cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, float *v, const DigitCapsLayerShape &s,
                             int iterations, const DigitCapsFusedPlan &plan, float *scratch, cudaStream_t stream) {
     if (iterations < 1 || s.batch < 1 || s.in_caps < 1 || s.out_caps < 1 || s.out_dim < 1 || s.in_dim < 1 ||
-        digitcaps_fused_refusal(s) != nullptr || u == nullptr || W == nullptr || v == nullptr || scratch == nullptr ||
+        digitcaps_fused_refusal(s).extent != nullptr || u == nullptr || W == nullptr || v == nullptr || scratch == nullptr ||
         plan.chunk < 1 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
         return cudaErrorInvalidValue;
     }
-    const int J = int(s.out_caps), E = int(s.out_dim), K = int(s.in_dim);
-    const bool fast = E == 16 && K == 8 && fused::aligned16(u) && fused::aligned16(W);
-    const fused::Args a{s.batch, s.in_caps, J, E, K, plan.chunk, fused::w_stride_for(J, E, K),
-                        fused::u_stride_for(K, fast), fused::l_padded_for(J), fused::l_stride_for(J),
-                        fused::v_stride_for(E, fast)};
-    const i64 rows = s.batch * J;
+    const bool fast = fused::fast_shape(s) && fused::aligned16(u) && fused::aligned16(W);
+    const fused::Args a = fused::args_for(s, fast, plan.chunk);
+    const int E = a.E;
+    const i64 rows = s.batch * a.J;
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
     for (int t = 0; t < iterations; t++) {
         const bool agreement = t > 0;
-        cudaError_t err =
-            fast     ? fused::launch_pass<16, true>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream)
-            : E <= 16 ? fused::launch_pass<16, false>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream)
-                      : fused::launch_pass<32, false>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream);
+        cudaError_t err = fused::with_pass_variant(fast, E, [&](auto variant) {
+            using V = decltype(variant);
+            return fused::launch_pass<V::EM, V::FAST>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream);
+        });
         if (err != cudaSuccess) return err;
         const bool first = t == 0, last = t + 1 == iterations;
         if (E <= 16) {

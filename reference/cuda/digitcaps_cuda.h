@@ -43,9 +43,13 @@ struct DigitCapsLayerShape {
     int64_t batch, in_caps, in_dim, out_caps, out_dim;  // B, I, K, J, E
 };
 
-// The fused layer's limits: the name of the extent beyond them ("out_caps",
-// "out_dim" or "in_dim"), or null when the shape is supported.
-const char *digitcaps_fused_refusal(const DigitCapsLayerShape &shape);
+// The fused layer's limits: the extent beyond them ("out_caps", "out_dim"
+// or "in_dim") and its value, or a null extent when the shape is supported.
+struct DigitCapsFusedRefusal {
+    const char *extent = nullptr;
+    int64_t value = 0;
+};
+DigitCapsFusedRefusal digitcaps_fused_refusal(const DigitCapsLayerShape &shape);
 
 // How digitcaps_fused splits the sum over input capsules (chunk, chosen so
 // that the pass kernel's blocks fill the current device once) and the

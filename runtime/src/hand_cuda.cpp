@@ -203,14 +203,13 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
     const std::string op = "digitcaps";
     const bool fused = options.implementation == "cuda_fused";
     const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
-    if (const char *extent = fused ? ref::digitcaps_fused_refusal(layer) : nullptr; extent != nullptr) {
+    if (const ref::DigitCapsFusedRefusal refusal = fused ? ref::digitcaps_fused_refusal(layer)
+                                                         : ref::DigitCapsFusedRefusal{};
+        refusal.extent != nullptr) {
         return {StatusCode::unsupported_shape,
                 op + ": implementation 'cuda_fused' puts a warp per output capsule in one block and keeps a "
                      "thread's out_dim values in registers: out_caps must be at most 16, out_dim at most 32 and "
-                     "in_dim at most 16; " + extent + " is " +
-                    std::to_string(std::string(extent) == "out_caps" ? layer.out_caps
-                                   : std::string(extent) == "out_dim" ? layer.out_dim
-                                                                      : layer.in_dim)};
+                     "in_dim at most 16; " + refusal.extent + " is " + std::to_string(refusal.value)};
     }
     ScopedCudaContext context(options);
     if (!context.status().ok()) return context.status();
