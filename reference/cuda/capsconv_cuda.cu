@@ -10,6 +10,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "pointer_alignment.h"
+
 namespace halcaps::cuda_reference {
 namespace {
 
@@ -175,8 +177,6 @@ __global__ void __launch_bounds__(kThreads) capsconv_kernel(const float *__restr
         }
     }
 }
-
-bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <int V>
 cudaError_t launch(const float *in, const float *filter, float *out, const CapsConvShape &s, cudaStream_t stream) {

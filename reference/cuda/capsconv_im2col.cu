@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "pointer_alignment.h"
+
 namespace halcaps::cuda_reference {
 namespace {
 
@@ -92,7 +94,7 @@ Im2colSizes capsconv_im2col_sizes(const CapsConvShape &s) {
 CublasResult capsconv_im2col_cublas(cublasHandle_t handle, const float *input, const float *filter, float *output,
                                     float *scratch, const CapsConvShape &s, cudaStream_t stream) {
     if (!handle || !input || !filter || !output || !scratch || !capsconv_shape_ok(s)) return invalid();
-    if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) return invalid();
+    if (!aligned16(scratch)) return invalid();
     Dims d;
     d.H = s.height, d.W = s.width, d.CI = s.in_caps, d.KW = s.kernel_w, d.CO = s.out_caps;
     d.stride = s.stride, d.pad = s.pad, d.OH = s.out_height(), d.OW = s.out_width();
@@ -108,7 +110,7 @@ CublasResult capsconv_im2col_cublas(cublasHandle_t handle, const float *input, c
     const float *Bm = d.CO > 1 ? B : filter;
 
     CublasResult r;
-    const bool vec = reinterpret_cast<uintptr_t>(input) % 16 == 0;
+    const bool vec = aligned16(input);
     if (vec) {
         im2col_kernel<true><<<blocks_for(d.P * d.T), kThreads, 0, stream>>>(input, A, d);
     } else {

@@ -11,6 +11,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "pointer_alignment.h"
+
 namespace halcaps::cuda_reference {
 namespace {
 
@@ -53,8 +55,7 @@ cudaError_t launch_permute(const float *src, float *dst, i64 B, i64 I, i64 JE, c
     const i64 gx = (I + block.y - 1) / block.y;
     if (gx > INT_MAX) return cudaErrorInvalidValue;
     const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(B < 65535 ? B : 65535));
-    const bool vec = JE % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+    const bool vec = JE % 4 == 0 && aligned16(src) && aligned16(dst);
     if (vec) {
         permute_ibje_to_bije<float4><<<grid, block, 0, stream>>>(reinterpret_cast<const float4 *>(src),
                                                                  reinterpret_cast<float4 *>(dst), B, I, JE / 4);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pointer_alignment.h"
+
 namespace halcaps::cuda_reference {
 
 namespace {
@@ -430,8 +432,6 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
     }
 }
 
-bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Past 48 KB of shared memory a block (55 KB at MNIST's shape) the kernel
 // must be allowed more, before a launch and before an occupancy query (which
 // otherwise reports 0 blocks).
@@ -529,7 +529,7 @@ cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, flo
         plan.chunk < 1 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
         return cudaErrorInvalidValue;
     }
-    const bool fast = fused::fast_shape(s) && fused::aligned16(u) && fused::aligned16(W);
+    const bool fast = fused::fast_shape(s) && aligned16(u) && aligned16(W);
     const fused::Args a = fused::args_for(s, fast, plan.chunk);
     const int E = a.E;
     const i64 rows = s.batch * a.J;
