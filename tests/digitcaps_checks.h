@@ -113,17 +113,20 @@ inline std::vector<std::string> implementations(const std::string &op, int itera
 // The forward implementations that refuse shapes by design, reporting them
 // as unsupported_shape before any device work: fused_split (and its
 // variants) takes CapsNet's in_dim 8 and out_dim 16 only; the hand-written
-// cuda_fused out_caps up to 16, out_dim up to 32 and in_dim up to 16.
+// cuda_fused out_caps up to 16, out_dim up to 32 and in_dim up to 16, and
+// cuda_tensor each of them up to 16.
 inline bool refuses_shape(const std::string &implementation, const DigitCapsShape &s) {
     if (implementation.rfind("fused_split", 0) == 0) return s.in_dim != 8 || s.out_dim != 16;
     if (implementation == "cuda_fused") return s.out_caps > 16 || s.out_dim > 32 || s.in_dim > 16;
+    if (implementation == "cuda_tensor") return s.out_caps > 16 || s.out_dim > 16 || s.in_dim > 16;
     return false;
 }
 inline void require_refusal(const std::string &implementation, const Status &st) {
     REQUIRE(st.code == StatusCode::unsupported_shape);
     const char *limits = implementation == "cuda_fused"
                              ? "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
-                             : "in_dim must be 8 and out_dim 16";
+                         : implementation == "cuda_tensor" ? "out_caps, out_dim and in_dim must each be at most 16"
+                                                           : "in_dim must be 8 and out_dim 16";
     REQUIRE(st.message.find(limits) != std::string::npos);
 }
 

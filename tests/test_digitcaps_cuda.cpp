@@ -1,6 +1,6 @@
 // The DigitCaps layer and routing on CUDA, forward and backward, against the
 // float64 reference: every CUDA implementation the build holds (the fused
-// forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive and cuda_fused, the
+// forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive, cuda_fused and cuda_tensor, the
 // stage_per_kernel backward), the blog's {4, 8} grid, odd sizes around the
 // fused schedules' tiles (batch tiles 8, 16, 32; input-capsule chunks 16, 32),
 // 1, 3 and 5 iterations (the GPU backward: 1 and 3), b0 given and not, hard inputs, device tensors on a
@@ -368,31 +368,46 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
 }
 
 
-// The hand-written cuda_fused keeps a warp per output capsule in one block
-// and a thread's out_dim values in registers: out_caps up to 16, out_dim up
-// to 32, in_dim up to 16 (its largest shapes stage W through more than 48 KB
-// of shared memory). Beyond, unsupported_shape naming the extent.
-TEST_CASE("cuda digitcaps: cuda_fused at its limits, and refusing beyond them", "[cuda][digitcaps]") {
+// The hand-written layers keep values in registers and refuse larger
+// shapes: cuda_fused a warp per output capsule in one block and a thread's
+// out_dim values (out_caps up to 16, out_dim up to 32, in_dim up to 16; its
+// largest shapes stage W through more than 48 KB of shared memory),
+// cuda_tensor the sums of every output capsule in a warp and in_dim in two
+// tensor-core steps (each up to 16). Beyond, unsupported_shape naming the
+// extent.
+TEST_CASE("cuda digitcaps: the hand-written fused layers at their limits, and refusing beyond them",
+          "[cuda][digitcaps]") {
     struct Case {
+        const char *implementation;
         DigitCapsShape shape;
         const char *beyond;  // the extent named in the refusal, or null
     };
-    for (const Case &c : std::vector<Case>{{{5, 7, 16, 16, 32}, nullptr},
-                                           {{33, 9, 9, 3, 17}, nullptr},
-                                           {{33, 9, 8, 1, 16}, nullptr},  // a warp copies the 32 rows of u (64 halves)
-                                           {{5, 7, 8, 17, 16}, "out_caps is 17"},
-                                           {{5, 7, 8, 10, 33}, "out_dim is 33"},
-                                           {{5, 7, 17, 10, 16}, "in_dim is 17"}}) {
+    for (const Case &c : std::vector<Case>{{"cuda_fused", {5, 7, 16, 16, 32}, nullptr},
+                                           {"cuda_fused", {33, 9, 9, 3, 17}, nullptr},
+                                           {"cuda_fused", {33, 9, 8, 1, 16}, nullptr},  // a warp copies 32 rows of u
+                                           {"cuda_fused", {5, 7, 8, 17, 16}, "out_caps is 17"},
+                                           {"cuda_fused", {5, 7, 8, 10, 33}, "out_dim is 33"},
+                                           {"cuda_fused", {5, 7, 17, 10, 16}, "in_dim is 17"},
+                                           // 16 everywhere: the largest register arrays and two k-steps
+                                           {"cuda_tensor", {37, 7, 16, 16, 16}, nullptr},
+                                           // partial 8-wide tiles of in_dim and out_dim, odd batch tiles
+                                           {"cuda_tensor", {33, 9, 9, 3, 9}, nullptr},
+                                           {"cuda_tensor", {17, 11, 3, 11, 5}, nullptr},
+                                           {"cuda_tensor", {1, 5, 8, 1, 16}, nullptr},
+                                           {"cuda_tensor", {5, 7, 8, 17, 16}, "out_caps is 17"},
+                                           {"cuda_tensor", {5, 7, 8, 10, 17}, "out_dim is 17"},
+                                           {"cuda_tensor", {5, 7, 17, 10, 16}, "in_dim is 17"}}) {
         const DigitCapsShape &s = c.shape;
-        INFO("K=" << s.in_dim << " J=" << s.out_caps << " E=" << s.out_dim);
+        INFO(c.implementation << " B=" << s.batch << " I=" << s.in_caps << " K=" << s.in_dim << " J=" << s.out_caps
+                              << " E=" << s.out_dim);
         for (int iterations : {1, 3}) {
             DigitCapsProblem p(s);
-            const Status st =
-                digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations, device_options(Device::cuda, "cuda_fused"));
+            const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations,
+                                        device_options(Device::cuda, c.implementation));
             INFO(st.message);
-            REQUIRE(refuses_shape("cuda_fused", s) == (c.beyond != nullptr));
+            REQUIRE(refuses_shape(c.implementation, s) == (c.beyond != nullptr));
             if (c.beyond != nullptr) {
-                require_refusal("cuda_fused", st);
+                require_refusal(c.implementation, st);
                 REQUIRE(st.message.find(c.beyond) != std::string::npos);
                 for (float x : p.v) REQUIRE(std::isnan(x));  // refused before any work
                 continue;
@@ -403,23 +418,28 @@ TEST_CASE("cuda digitcaps: cuda_fused at its limits, and refusing beyond them", 
     }
 }
 
-// cuda_fused reads u and W as 16-byte vectors only where both start on a
-// 16-byte boundary (in_dim 8, out_dim 16); device tensors one float off it
-// take the scalar path, with the same results.
-TEST_CASE("cuda digitcaps: cuda_fused on device tensors off a 16-byte boundary", "[cuda][digitcaps]") {
+// cuda_fused reads u and W as 16-byte vectors, and cuda_tensor copies them
+// as 16-byte pieces, only where both start on a 16-byte boundary; device
+// tensors one float off it take the 4-byte path, with the same results.
+TEST_CASE("cuda digitcaps: the hand-written fused layers on device tensors off a 16-byte boundary",
+          "[cuda][digitcaps]") {
     const DigitCapsShape s{40, 37, 8, 10, 16};
-    for (int u_offset : {0, 1}) {
-        for (int W_offset : {0, 1}) {
-            INFO("u " << u_offset << " and W " << W_offset << " floats past a 16-byte boundary");
-            DigitCapsProblem p(s);
-            DeviceTensor u(p.u, false, u_offset), W(p.W, false, W_offset), v(p.v, true);
-            const Status st = digitcaps(u.view({s.batch, s.in_caps, s.in_dim}),
-                                        W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{},
-                                        v.view({s.batch, s.out_caps, s.out_dim}), 3,
-                                        device_options(Device::cuda, "cuda_fused"));
-            INFO(st.message);
-            REQUIRE(st.ok());
-            require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), nullptr, 3), 1e-4);
+    for (const char *implementation : {"cuda_fused", "cuda_tensor"}) {
+        for (int u_offset : {0, 1}) {
+            for (int W_offset : {0, 1}) {
+                INFO(implementation << ": u " << u_offset << " and W " << W_offset
+                                    << " floats past a 16-byte boundary");
+                DigitCapsProblem p(s);
+                DeviceTensor u(p.u, false, u_offset), W(p.W, false, W_offset), v(p.v, true);
+                const Status st = digitcaps(u.view({s.batch, s.in_caps, s.in_dim}),
+                                            W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{},
+                                            v.view({s.batch, s.out_caps, s.out_dim}), 3,
+                                            device_options(Device::cuda, implementation));
+                INFO(st.message);
+                REQUIRE(st.ok());
+                require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), nullptr, 3),
+                              1e-4);
+            }
         }
     }
 }

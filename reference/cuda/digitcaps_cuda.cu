@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
 
 namespace halcaps::cuda_reference {
@@ -13,6 +14,8 @@ namespace halcaps::cuda_reference {
 namespace {
 
 using i64 = int64_t;
+using digitcaps_shared::exp2_ftz;
+using digitcaps_shared::squash_of;
 
 constexpr int kThreads = 256;
 
@@ -46,19 +49,6 @@ __global__ void weighted_sum_over_i(const float *__restrict__ c, const float *__
     float sum = 0.0f;
     for (i64 i = 0; i < I; i++) sum += c[(b * I + i) * J + j] * u_hat[((b * I + i) * J + j) * E + e];
     s[n] = sum;
-}
-
-// The squash of a row s[0..E) from m = max_e |s_e| (at least FLT_MIN, so
-// that s = 0 gives v = 0) and q = |s / m|^2 (in [1, E]): the factor that
-// multiplies s_e, or (where |s|^2 overflows) what divides it. Taking the
-// norm of s / m means it neither overflows nor underflows:
-// |s|^2 / (1 + |s|^2) * s / sqrt(|s|^2 + eps) with |s| = m sqrt(q); eps
-// (1e-9) only matters when |s| is that small, where the factor is ~|s|.
-__device__ float squash_of(float s_e, float m, float q) {
-    const float norm = m * sqrtf(q);
-    const float norm2 = norm * norm;
-    const float scale = norm2 / (1.0f + norm2) / sqrtf(norm2 + 1e-9f);
-    return isfinite(norm2) ? s_e * scale : s_e / norm;
 }
 
 // v[b, j, :] = squash(s[b, j, :]); one thread per (b, j).
@@ -171,7 +161,6 @@ namespace fused {
 constexpr int kLanes = 32;  // batch elements a block, one a lane
 constexpr int kMaxOutCaps = 16, kMaxOutDim = 32, kMaxInDim = 16;
 constexpr int kStages = 4;       // W and u slices staged: two in flight while one is read
-constexpr int kSquashThreads = 128;
 constexpr int kPassRegisters = 64;
 
 struct Args {
@@ -196,14 +185,6 @@ inline int w_stride_for(int J, int E, int K) { return (J * E * K + 3) / 4 * 4 + 
 // 4), the stride 4 more where needed so that it is 4 modulo 8.
 __host__ __device__ inline int l_padded_for(int J) { return (J + 3) / 4 * 4; }
 __host__ __device__ inline int l_stride_for(int J) { return l_padded_for(J) % 8 == 4 ? l_padded_for(J) : l_padded_for(J) + 4; }
-
-// 2^x, flushing results below FLT_MIN to 0 (the softmax's terms that small
-// do not change its sums in float32).
-__device__ inline float exp2_ftz(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // v_sum rows padded likewise: 20 floats for the fast path's 16-byte reads
 // (E = 16), else an odd stride.
@@ -384,54 +365,6 @@ __global__ void __maxnreg__(kPassRegisters) pass_kernel(const float *__restrict_
     }
 }
 
-// A block per (b, j) row: threads (e lane of EP, group g of G) add chunks
-// g, g + G, ... of the row's partial sums, the groups are added in order,
-// and the first EP lanes (of the first warp) squash the row. v_sum becomes v
-// (first iteration) or v_sum + v; the last iteration writes v instead.
-template <int EP>
-__global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__restrict__ partial,
-                                                                float *__restrict__ v_sum, float *__restrict__ v,
-                                                                i64 rows, int E, i64 chunks, bool first, bool last) {
-    constexpr int G = kSquashThreads / EP;
-    __shared__ float group_sums[G][EP];
-    const i64 row = blockIdx.x;
-    const int e = threadIdx.x, g = threadIdx.y;
-    // Four sums in flight, so that four loads are.
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (e < E) {
-        const float *p = partial + row * E + e;
-        const i64 step = rows * E;
-        i64 chunk = g;
-        for (; chunk + 3 * G < chunks; chunk += 4 * G) {
-#pragma unroll
-            for (int n = 0; n < 4; n++) sum[n] += p[(chunk + n * G) * step];
-        }
-        for (int n = 0; chunk < chunks; chunk += G, n++) sum[n] += p[chunk * step];
-    }
-    group_sums[g][e] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
-    __syncthreads();
-    if (g != 0) return;
-    float s = 0.0f;
-#pragma unroll
-    for (int gg = 0; gg < G; gg++) s += group_sums[gg][e];
-    constexpr unsigned mask = EP == 32 ? 0xffffffffu : (1u << EP) - 1;
-    float m = fabsf(s);  // 0 past E
-#pragma unroll
-    for (int o = EP / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(mask, m, o, EP));
-    m = fmaxf(m, 1.17549435e-38f);  // FLT_MIN
-    float q = (s / m) * (s / m);
-#pragma unroll
-    for (int o = EP / 2; o > 0; o /= 2) q += __shfl_xor_sync(mask, q, o, EP);
-    if (e >= E) return;
-    const float v_e = squash_of(s, m, q);
-    const i64 n = row * E + e;
-    if (last) {
-        v[n] = v_e;
-    } else {
-        v_sum[n] = first ? v_e : v_sum[n] + v_e;
-    }
-}
-
 // Past 48 KB of shared memory a block (55 KB at MNIST's shape) the kernel
 // must be allowed more, before a launch and before an occupancy query (which
 // otherwise reports 0 blocks).
@@ -542,14 +475,10 @@ cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, flo
         });
         if (err != cudaSuccess) return err;
         const bool first = t == 0, last = t + 1 == iterations;
-        if (E <= 16) {
-            fused::squash_kernel<16><<<unsigned(rows), dim3(16, fused::kSquashThreads / 16), 0, stream>>>(
-                partial, v_sum, v, rows, E, plan.chunks, first, last);
-        } else {
-            fused::squash_kernel<32><<<unsigned(rows), dim3(32, fused::kSquashThreads / 32), 0, stream>>>(
-                partial, v_sum, v, rows, E, plan.chunks, first, last);
+        if (err = digitcaps_shared::launch_squash(partial, v_sum, v, rows, E, plan.chunks, first, last, stream);
+            err != cudaSuccess) {
+            return err;
         }
-        if (err = cudaGetLastError(); err != cudaSuccess) return err;
     }
     return cudaSuccess;
 }

@@ -15,6 +15,12 @@
 //            over a chunk of input capsules in one kernel, the chunks' sum
 //            and the squash in another. out_caps <= 16, out_dim <= 32,
 //            in_dim <= 16 (digitcaps_fused_refusal).
+//   3 tensor version 2's two kernels an iteration, with u_hat computed on
+//            the tensor cores in float32 accuracy (3xTF32), 16 batch rows a
+//            warp, u_hat and the sums of every output capsule in registers
+//            (digitcaps_tensor_cores.cu).
+//            out_caps <= 16, out_dim <= 16, in_dim <= 16
+//            (digitcaps_tensor_refusal).
 //
 // All pointers are device pointers; launchers only enqueue work on `stream`
 // and return the first launch error. They never synchronise.
@@ -66,5 +72,24 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &shape, DigitCapsFuse
 cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, float *v,
                             const DigitCapsLayerShape &shape, int iterations, const DigitCapsFusedPlan &plan,
                             float *scratch, cudaStream_t stream);
+
+// Version 3's limits, as digitcaps_fused_refusal's.
+DigitCapsFusedRefusal digitcaps_tensor_refusal(const DigitCapsLayerShape &shape);
+
+// How digitcaps_tensor splits the work: blocks of m_tiles x i_lanes warps
+// (16 batch rows a row tile; the i-lanes take alternate input capsules and
+// are added in the block), `chunk` input capsules a block (so that the
+// blocks fill the current device once), and the device scratch it needs, in
+// floats. Queries the current device; enqueues nothing.
+struct DigitCapsTensorPlan {
+    int m_tiles = 0, i_lanes = 0;
+    int64_t chunk = 0, chunks = 0, scratch_floats = 0;
+};
+cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &shape, DigitCapsTensorPlan *plan);
+
+// v = digitcaps(u, W, b0) by version 3, as digitcaps_fused.
+cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v,
+                             const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
+                             float *scratch, cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

@@ -194,7 +194,7 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
 }
 
 // The hand-written CUDA routing ("cuda_naive", and for the layer
-// "cuda_fused"; any iteration count >= 1):
+// "cuda_fused" and "cuda_tensor"; any iteration count >= 1):
 // runs `call` and returns its status when it applies, else a status with
 // code unknown_implementation (no message) so that the caller goes on to the
 // Halide kernels.
@@ -475,6 +475,12 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
             out.push_back({r.op, "cuda_fused", Device::cuda,
                            "hand-written CUDA, two kernels an iteration, u_hat recomputed once an iteration "
                            "(reference/cuda/digitcaps_cuda.cu; out_caps <= 16, out_dim <= 32, in_dim <= 16; any "
+                           "iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+            out.push_back({r.op, "cuda_tensor", Device::cuda,
+                           "hand-written CUDA, cuda_fused's two kernels an iteration with u_hat on the tensor cores in "
+                           "float32 accuracy (3xTF32; "
+                           "reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, in_dim <= 16; any "
                            "iteration count, listed: 1, 3, 5)",
                            {1, 3, 5}});
         }

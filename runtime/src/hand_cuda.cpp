@@ -159,7 +159,8 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
 }
 
 bool is_hand_cuda_routing_implementation(const std::string &op, const std::string &implementation) {
-    return implementation == "cuda_naive" || (op == "digitcaps" && implementation == "cuda_fused");
+    return implementation == "cuda_naive" ||
+           (op == "digitcaps" && (implementation == "cuda_fused" || implementation == "cuda_tensor"));
 }
 
 namespace {
@@ -201,15 +202,20 @@ Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const 
 Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
                                int iterations, const Options &options) {
     const std::string op = "digitcaps";
-    const bool fused = options.implementation == "cuda_fused";
+    const std::string &implementation = options.implementation;
+    const bool fused = implementation == "cuda_fused", tensor = implementation == "cuda_tensor";
     const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
-    if (const ref::DigitCapsFusedRefusal refusal = fused ? ref::digitcaps_fused_refusal(layer)
-                                                         : ref::DigitCapsFusedRefusal{};
-        refusal.extent != nullptr) {
-        return {StatusCode::unsupported_shape,
-                op + ": implementation 'cuda_fused' puts a warp per output capsule in one block and keeps a "
-                     "thread's out_dim values in registers: out_caps must be at most 16, out_dim at most 32 and "
-                     "in_dim at most 16; " + refusal.extent + " is " + std::to_string(refusal.value)};
+    const ref::DigitCapsFusedRefusal refusal = fused    ? ref::digitcaps_fused_refusal(layer)
+                                               : tensor ? ref::digitcaps_tensor_refusal(layer)
+                                                        : ref::DigitCapsFusedRefusal{};
+    if (refusal.extent != nullptr) {
+        const std::string limits =
+            fused ? "puts a warp per output capsule in one block and keeps a thread's out_dim values in registers: "
+                    "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
+                  : "keeps u_hat and the sums of every output capsule in a warp's registers and in_dim in two "
+                    "tensor-core steps: out_caps, out_dim and in_dim must each be at most 16";
+        return {StatusCode::unsupported_shape, op + ": implementation '" + implementation + "' " + limits + "; " +
+                                                   refusal.extent + " is " + std::to_string(refusal.value)};
     }
     ScopedCudaContext context(options);
     if (!context.status().ok()) return context.status();
@@ -220,21 +226,24 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
     if (Status s = memory.input(u, &u_d); !s.ok()) return s;
     if (Status s = memory.input(W, &W_d); !s.ok()) return s;
     if (Status s = memory.output(v, &v_d); !s.ok()) return s;
-    if (fused) {
-        ref::DigitCapsFusedPlan plan;
-        if (cudaError_t err = ref::digitcaps_fused_plan(layer, &plan); err != cudaSuccess) {
-            return cuda_status(op, "planning cuda_fused", err);
-        }
+    if (fused || tensor) {
         const float *b0_d = nullptr;
         if (b0.data != nullptr) {
             if (Status s = memory.input(b0, &b0_d); !s.ok()) return s;
         }
+        ref::DigitCapsFusedPlan fused_plan;
+        ref::DigitCapsTensorPlan tensor_plan;
+        cudaError_t err = fused ? ref::digitcaps_fused_plan(layer, &fused_plan)
+                                : ref::digitcaps_tensor_plan(layer, &tensor_plan);
+        if (err != cudaSuccess) return cuda_status(op, "planning " + implementation, err);
         float *scratch = nullptr;
-        if (Status s = memory.scratch(plan.scratch_floats, &scratch); !s.ok()) return s;
-        if (cudaError_t err = ref::digitcaps_fused(u_d, W_d, b0_d, v_d, layer, iterations, plan, scratch, stream);
-            err != cudaSuccess) {
-            return cuda_status(op, "launching cuda_fused", err);
+        if (Status s = memory.scratch(fused ? fused_plan.scratch_floats : tensor_plan.scratch_floats, &scratch);
+            !s.ok()) {
+            return s;
         }
+        err = fused ? ref::digitcaps_fused(u_d, W_d, b0_d, v_d, layer, iterations, fused_plan, scratch, stream)
+                    : ref::digitcaps_tensor(u_d, W_d, b0_d, v_d, layer, iterations, tensor_plan, scratch, stream);
+        if (err != cudaSuccess) return cuda_status(op, "launching " + implementation, err);
         return memory.finish();
     }
     const ref::PredictShape predict_shape = shape_of(u, W);

@@ -30,10 +30,11 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
 
 // Routing and the DigitCaps layer by the hand-written CUDA
 // (reference/cuda/digitcaps_cuda.h): "cuda_naive" for both ops ("route" and
-// "digitcaps"), "cuda_fused" for the layer only. b0 may be absent (data
-// null: zeros). Arguments checked by the caller; run_hand_cuda_digitcaps
-// runs options.implementation and refuses, before any device work, a shape
-// beyond cuda_fused's limits (unsupported_shape, naming the extent).
+// "digitcaps"), "cuda_fused" and "cuda_tensor" for the layer only. b0 may be
+// absent (data null: zeros). Arguments checked by the caller;
+// run_hand_cuda_digitcaps runs options.implementation and refuses, before
+// any device work, a shape beyond cuda_fused's or cuda_tensor's limits
+// (unsupported_shape, naming the extent).
 bool is_hand_cuda_routing_implementation(const std::string &op, const std::string &implementation);
 Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations,
                            const Options &options);

@@ -1,0 +1,99 @@
+// Device pieces the hand-written DigitCaps layers share
+// (digitcaps_cuda.cu's versions 1 and 2, digitcaps_tensor_cores.cu's
+// version 3): the squash of a row, base-2 exponentials for the softmax, and
+// the kernel that adds the chunks' partial sums over input capsules and
+// squashes them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace halcaps::cuda_reference::digitcaps_shared {
+
+// The squash of a row s[0..E) from m = max_e |s_e| (at least FLT_MIN, so
+// that s = 0 gives v = 0) and q = |s / m|^2 (in [1, E]): the factor that
+// multiplies s_e, or (where |s|^2 overflows) what divides it. Taking the
+// norm of s / m means it neither overflows nor underflows:
+// |s|^2 / (1 + |s|^2) * s / sqrt(|s|^2 + eps) with |s| = m sqrt(q); eps
+// (1e-9) only matters when |s| is that small, where the factor is ~|s|.
+__device__ inline float squash_of(float s_e, float m, float q) {
+    const float norm = m * sqrtf(q);
+    const float norm2 = norm * norm;
+    const float scale = norm2 / (1.0f + norm2) / sqrtf(norm2 + 1e-9f);
+    return isfinite(norm2) ? s_e * scale : s_e / norm;
+}
+
+// 2^x, flushing results below FLT_MIN to 0 (the softmax's terms that small
+// do not change its sums in float32).
+__device__ inline float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+constexpr int kSquashThreads = 128;
+
+// A block per (b, j) row: threads (e lane of EP, group g of G) add chunks
+// g, g + G, ... of the row's partial sums, the groups are added in order,
+// and the first EP lanes (of the first warp) squash the row. v_sum becomes v
+// (first iteration) or v_sum + v; the last iteration writes v instead.
+template <int EP>
+__global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__restrict__ partial,
+                                                                float *__restrict__ v_sum, float *__restrict__ v,
+                                                                int64_t rows, int E, int64_t chunks, bool first, bool last) {
+    constexpr int G = kSquashThreads / EP;
+    __shared__ float group_sums[G][EP];
+    const int64_t row = blockIdx.x;
+    const int e = threadIdx.x, g = threadIdx.y;
+    // Four sums in flight, so that four loads are.
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (e < E) {
+        const float *p = partial + row * E + e;
+        const int64_t step = rows * E;
+        int64_t chunk = g;
+        for (; chunk + 3 * G < chunks; chunk += 4 * G) {
+#pragma unroll
+            for (int n = 0; n < 4; n++) sum[n] += p[(chunk + n * G) * step];
+        }
+        for (int n = 0; chunk < chunks; chunk += G, n++) sum[n] += p[chunk * step];
+    }
+    group_sums[g][e] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+    __syncthreads();
+    if (g != 0) return;
+    float s = 0.0f;
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) s += group_sums[gg][e];
+    constexpr unsigned mask = EP == 32 ? 0xffffffffu : (1u << EP) - 1;
+    float m = fabsf(s);  // 0 past E
+#pragma unroll
+    for (int o = EP / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(mask, m, o, EP));
+    m = fmaxf(m, 1.17549435e-38f);  // FLT_MIN
+    float q = (s / m) * (s / m);
+#pragma unroll
+    for (int o = EP / 2; o > 0; o /= 2) q += __shfl_xor_sync(mask, q, o, EP);
+    if (e >= E) return;
+    const float v_e = squash_of(s, m, q);
+    const int64_t n = row * E + e;
+    if (last) {
+        v[n] = v_e;
+    } else {
+        v_sum[n] = first ? v_e : v_sum[n] + v_e;
+    }
+}
+
+// Enqueues squash_kernel over `rows` = B * J rows of out_dim E <= 32, from
+// partial[chunks][rows][E].
+inline cudaError_t launch_squash(const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
+                                 bool first, bool last, cudaStream_t stream) {
+    if (E <= 16) {
+        squash_kernel<16><<<unsigned(rows), dim3(16, kSquashThreads / 16), 0, stream>>>(partial, v_sum, v, rows, E,
+                                                                                          chunks, first, last);
+    } else {
+        squash_kernel<32><<<unsigned(rows), dim3(32, kSquashThreads / 32), 0, stream>>>(partial, v_sum, v, rows, E,
+                                                                                          chunks, first, last);
+    }
+    return cudaGetLastError();
+}
+
+}  // namespace halcaps::cuda_reference::digitcaps_shared

@@ -1,0 +1,558 @@
+// Version 3 of the hand-written DigitCaps layer (digitcaps_cuda.h): version
+// 2's two kernels an iteration, with u_hat computed on the tensor cores in
+// float32 accuracy from three TF32 products (3xTF32).
+//
+// For one input capsule i, u_hat[:, i, :, :] is a matrix product:
+//   u_hat[b, i, (j, e)] = sum_k u[b, i, k] * W[i, j, e, k]
+// (M = batch rows, N = out_caps * out_dim, K = in_dim). So a warp takes 16
+// batch rows (the M of mma.m16n8k8) and, for each i of its chunk:
+//   1. u_hat for every j, 8 values of e at a time, into registers (the
+//      mma's C fragments): out_caps * out_dim / 8 products of 3 mma each;
+//   2. (iterations after the first) the logits b0[i, j] + u_hat . v_sum
+//      (version 2's identity; v_sum, the running sum of the v's, in shared
+//      memory), each row's dot summed over the 4 lanes that share it;
+//   3. the softmax over j, in registers: each lane holds every j of its two
+//      rows;
+//   4. sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :] in float32 FMAs; the
+//      sums stay in registers for the whole chunk.
+// u_hat is computed once an iteration, on the tensor cores, and its FMAs
+// are each W value's use by 16 batch rows.
+//
+// 3xTF32: a float x is split into big = x rounded to TF32 (10 mantissa bits)
+// and small = x - big (exact in float32; the tensor core reads its top 10
+// bits), and a * b is taken as a_small * b_big + a_big * b_small +
+// a_big * b_big; the dropped a_small * b_small and the truncation of small
+// are ~2^-21 relative, float32's order. The tests hold it to the same
+// 1e-4 norm-wise bound as every other implementation.
+//
+// Block: m_tiles x i_lanes warps; the m_tiles warps of an i-lane take
+// 16-row tiles of the batch, the i_lanes take alternate input capsules of
+// the block's chunk, and are added in shared memory (in a fixed order) at
+// the end, so that fewer partial sums reach global memory. W[i], b0[i, :]
+// and the block's u rows of i are staged by cp.async, kStages steps, one
+// barrier a step. The squash kernel (digitcaps_shared.cuh) adds the chunks'
+// partial sums and squashes, as in version 2.
+//
+// The mma's fragments: lane (g = lane / 4, t = lane % 4) holds A at rows
+// g, g + 8 and B at column g, for mma-k t and t + 4; this kernel maps mma-k
+// t to in_dim 2t and t + 4 to 2t + 1 (the same in A and B, so the sum over k
+// is unchanged), so that each lane reads its two values as one 8-byte load.
+// C is rows g, g + 8 at columns 2t, 2t + 1.
+//
+// Limits: out_caps <= 16, out_dim <= 16, in_dim <= 16: u_hat and the sums
+// of every j are in a lane's registers (2 x out_caps x 8 floats at out_dim
+// 16; at out_caps above 10 with out_dim above 8 they spill, 588 bytes).
+//
+// Measured 2026-11-22 on an NVIDIA H200 (bench/results/
+// nvidia-h200-tensor-core-layer/): MNIST b128 87.8 us, b512 253.0 (run 4),
+// against the Halide default fused_split_all_vectors' 161.0 / 528.7 and
+// version 2's 207.1 / 467.9 (run 3). Under ncu at b128 the pass kernel takes
+// 27.9 us (first iteration) and 34.0 (with the logits), the squash kernel
+// 5.3-5.8: 9.9 M warp instructions a pass with the logits, 239 registers,
+// 8 warps an SM, the most frequent stall waiting on fixed-latency results.
+// On the way (runs 1-3): u_hat computed twice a pass (for the logits, then
+// scaled by c for the sum), with cvt.rna.tf32 (five instructions on sm_90)
+// and runtime strides: 177 / 600 us; branch-free loops over j: 117 / 339.
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "digitcaps_cuda.h"
+#include "digitcaps_shared.cuh"
+#include "pointer_alignment.h"
+
+namespace halcaps::cuda_reference {
+
+namespace {
+namespace tensor {
+
+using i64 = int64_t;
+using digitcaps_shared::exp2_ftz;
+
+constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
+constexpr int kStages = 3;  // steps staged: the one read and two in flight
+constexpr int kRows = 16;   // batch rows a warp: the mma's M
+
+struct Args {
+    i64 B, I;
+    int J, E, K;
+    int JP, EP, KP;         // the instantiation's out_caps, out_dim and in_dim (8 NE, 8 KS): J, E, K padded
+    int m_tiles, i_lanes;   // warps a block
+    i64 chunk;              // input capsules a block, a multiple of i_lanes
+    int ws, us, vs;         // floats a staged row of W, of u, of v_sum (padded against bank conflicts)
+    int b0_floats;          // JP rounded up to 4
+    int slice;              // floats an i's slice: W [JP][EP][ws], b0 [b0_floats], u [m_tiles * 16][us]
+    bool dense;             // E = EP, K = KP, u and W 16-byte aligned: W[i] and u rows copied as 16-byte pieces
+                            // with no index arithmetic past a shift (else 4-byte pieces)
+};
+
+// A row stride (at least n floats, a multiple of 8) at which a half-warp's
+// 8-byte reads of 4 rows (g) at columns 2t hit distinct banks: 8 or 24
+// modulo 32.
+__host__ __device__ constexpr int conflict_free_stride(int n) {
+    const int s = (n + 7) / 8 * 8;
+    return s % 16 == 0 ? s + 8 : s;
+}
+
+// One instantiation of the pass kernel: JM output capsules in registers
+// (J <= JM; W is staged with zeros past J and those logits are -inf, so that
+// no loop over j has a branch), NE 8-wide tiles of out_dim, KS 8-deep steps
+// of in_dim.
+template <int JM_, int NE_, int KS_>
+struct Variant {
+    static constexpr int JM = JM_, NE = NE_, KS = KS_;
+    static constexpr int EP = 8 * NE, KP = 8 * KS;
+    // The staged rows' strides (Args' ws, us, vs) and b0's floats, known at
+    // compile time so that the kernel's shared-memory addresses are offsets.
+    static constexpr int WS = conflict_free_stride(KP), US = WS, VS = conflict_free_stride(JM * EP);
+    static constexpr int B0F = (JM + 3) / 4 * 4;
+};
+
+template <typename V>
+Args args_for(const DigitCapsLayerShape &s, int m_tiles, int i_lanes, i64 chunk, bool aligned) {
+    Args a{};
+    a.B = s.batch;
+    a.I = s.in_caps;
+    a.J = int(s.out_caps);
+    a.E = int(s.out_dim);
+    a.K = int(s.in_dim);
+    a.JP = V::JM;
+    a.EP = 8 * V::NE;
+    a.KP = 8 * V::KS;
+    a.m_tiles = m_tiles;
+    a.i_lanes = i_lanes;
+    a.chunk = chunk;
+    a.ws = V::WS;
+    a.us = V::US;
+    a.vs = V::VS;
+    a.b0_floats = V::B0F;
+    a.slice = a.JP * a.EP * a.ws + a.b0_floats + m_tiles * kRows * a.us;
+    a.dense = a.E == a.EP && a.K == a.KP && aligned;
+    return a;
+}
+
+// Shared memory, in floats: the staged slices (after the loop, the same
+// floats hold the i-lanes' sums on their way to being added), then the
+// block's rows of v_sum.
+template <typename V>
+__host__ __device__ int stage_region_floats(const Args &a) {
+    return max(kStages * a.i_lanes * a.slice, a.m_tiles * (a.i_lanes - 1) * V::JM * V::NE * 4 * 32);
+}
+template <typename V>
+size_t smem_bytes(const Args &a) {
+    return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * a.vs);
+}
+
+// x as a TF32 pair: big = x rounded to TF32 (to nearest, ties away from
+// zero, on the bits: cvt.rna.tf32.f32 costs five instructions on sm_90
+// where this costs two; x is finite and below 2^128 (1 - 2^-12), else big
+// overflows), small = x - big.
+struct Split {
+    uint32_t big, small;
+};
+__device__ inline Split split_tf32(float x) {
+    const uint32_t big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    return {big, __float_as_uint(x - __uint_as_float(big))};
+}
+
+// d += a * b on the tensor cores, a 16x8 (row-major fragment), b 8x8.
+__device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A fragment as TF32 pairs.
+struct SplitA {
+    uint32_t big[4], small[4];
+};
+__device__ inline SplitA split_a(float x0, float x1, float x2, float x3) {
+    const Split s0 = split_tf32(x0), s1 = split_tf32(x1), s2 = split_tf32(x2), s3 = split_tf32(x3);
+    return {{s0.big, s1.big, s2.big, s3.big}, {s0.small, s1.small, s2.small, s3.small}};
+}
+
+// d += a * w in float32 accuracy (3xTF32), w the lane's two B values: the
+// small products first, so that they are not lost below the big one.
+__device__ inline void mma_3xtf32(float (&d)[4], const SplitA &a, float2 w) {
+    const Split b0 = split_tf32(w.x), b1 = split_tf32(w.y);
+    mma_tf32(d, a.small, b0.big, b1.big);
+    mma_tf32(d, a.big, b0.small, b1.small);
+    mma_tf32(d, a.big, b0.big, b1.big);
+}
+
+// The lane's two B values of W[i, j] for out_dim tile nt and k-step ks.
+template <typename V>
+__device__ inline float2 w_pair(const float *W_s, int j, int nt, int ks, int g, int t) {
+    return *reinterpret_cast<const float2 *>(W_s + (j * V::EP + 8 * nt + g) * V::WS + 8 * ks + 2 * t);
+}
+
+// V: the instantiation (Variant). Blocks of at most 128 threads, at least
+// two of them an SM.
+template <typename V>
+__global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
+                                                      const float *__restrict__ b0, const float *__restrict__ v_sum,
+                                                      float *__restrict__ partial, Args a, bool agreement) {
+    constexpr int JM = V::JM, NE = V::NE, KS = V::KS, EP = V::EP, WS = V::WS, US = V::US, VS = V::VS;
+    extern __shared__ float4 smem_vec[];
+    float *smem = reinterpret_cast<float *>(smem_vec);
+    const int region = stage_region_floats<V>(a);
+    float *stages = smem;           // [kStages][i_lanes][slice]
+    float *v_tile = smem + region;  // [m_tiles * 16][vs]: v_sum[b, j, e] at (b, j * EP + e)
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int m = warp % a.m_tiles, q = warp / a.m_tiles;  // the warp's row tile and i-lane
+    const int g = lane / 4, t = lane % 4;
+    const int threads = blockDim.x;
+    const int tile_rows = a.m_tiles * kRows;
+    const i64 b_first = i64(blockIdx.x) * tile_rows;
+    const int rows = int(min(i64(tile_rows), a.B - b_first));
+    const i64 i_first = i64(blockIdx.y) * a.chunk;
+    const int n_i = int(min(a.chunk, a.I - i_first));
+    const int steps = (n_i + a.i_lanes - 1) / a.i_lanes;
+    const int J = a.J, E = a.E, K = a.K;
+
+    // Zeros where nothing is copied (W past out_caps, out_dim or in_dim, u
+    // past the batch or in_dim, b0 when absent, v_sum past the batch, in
+    // the padding and in the first iteration).
+    const int tile_floats = region + tile_rows * VS;
+    for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    __syncthreads();  // the zeros are in place before any copy lands on the same floats
+    // The tile's rows of v_sum, copied with step 0's group.
+    if (agreement) {
+        if (a.dense) {  // a row of v_sum is J * EP floats, as in v_tile
+            const int per_row = J * EP / 4;
+            for (int c = threadIdx.x; c < rows * per_row; c += threads) {
+                const int r = c / per_row, col = 4 * (c % per_row);
+                __pipeline_memcpy_async(v_tile + r * VS + col, v_sum + (b_first + r) * J * E + col, 16);
+            }
+        } else {
+            for (int c = threadIdx.x; c < rows * J * E; c += threads) {
+                const int r = c / (J * E), j = (c / E) % J, e = c % E;
+                __pipeline_memcpy_async(v_tile + r * VS + j * EP + e, v_sum + (b_first + r) * J * E + j * E + e, 4);
+            }
+        }
+    }
+
+    // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
+    // for each i-lane's i) and commits them as one group (an empty one past
+    // the chunk, so that every thread counts the same groups).
+    auto stage = [&](int step) {
+        if (step < steps) {
+            float *slot = stages + (step % kStages) * a.i_lanes * a.slice;
+            for (int lq = 0; lq < a.i_lanes; lq++) {
+                const int n = step * a.i_lanes + lq;
+                if (n >= n_i) break;
+                const i64 i = i_first + n;
+                float *W_dst = slot + lq * a.slice;
+                float *b0_dst = W_dst + JM * EP * WS;
+                float *u_dst = b0_dst + V::B0F;
+                const float *W_i = W + i * J * E * K;
+                if (a.dense) {  // rows of KP floats, KP / 4 pieces a row
+                    constexpr int per_row = 2 * KS;
+                    for (int c = threadIdx.x; c < J * EP * per_row; c += threads) {
+                        const int row = c / per_row, col = 4 * (c % per_row);  // row = j * EP + e
+                        __pipeline_memcpy_async(W_dst + row * WS + col, W_i + 4 * c, 16);
+                    }
+                    for (int c = threadIdx.x; c < rows * per_row; c += threads) {
+                        const int r = c / per_row, col = 4 * (c % per_row);
+                        __pipeline_memcpy_async(u_dst + r * US + col, u + ((b_first + r) * a.I + i) * K + col, 16);
+                    }
+                } else {
+                    for (int c = threadIdx.x; c < J * E * K; c += threads) {
+                        const int row = c / K, col = c % K;  // row = j * E + e
+                        __pipeline_memcpy_async(W_dst + ((row / E) * EP + row % E) * WS + col, W_i + c, 4);
+                    }
+                    for (int c = threadIdx.x; c < rows * K; c += threads) {
+                        const int r = c / K, col = c % K;
+                        __pipeline_memcpy_async(u_dst + r * US + col, u + ((b_first + r) * a.I + i) * K + col, 4);
+                    }
+                }
+                if (b0 != nullptr) {
+                    for (int c = threadIdx.x; c < J; c += threads) __pipeline_memcpy_async(b0_dst + c, b0 + i * J + c, 4);
+                }
+            }
+        }
+        __pipeline_commit();
+    };
+
+    float sums[JM][NE][4];
+#pragma unroll
+    for (int j = 0; j < JM; j++) {
+#pragma unroll
+        for (int nt = 0; nt < NE; nt++) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) sums[j][nt][r] = 0.0f;
+        }
+    }
+    const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * vs on
+
+    // Steps 0 .. kStages - 2 in flight; at the top of step s the barrier
+    // (after this thread's wait for step s's group) makes step s's slot
+    // visible and frees the slot step s - 1 read, which the copy of step
+    // s + kStages - 1 then fills.
+    for (int step = 0; step < kStages - 1; step++) stage(step);
+    for (int step = 0; step < steps; step++) {
+        __pipeline_wait_prior(kStages - 2);
+        __syncthreads();
+        stage(step + kStages - 1);
+        const int n = step * a.i_lanes + q;
+        if (n >= n_i) continue;  // the chunk's last step may leave some i-lanes idle
+
+        const float *W_s = stages + ((step % kStages) * a.i_lanes + q) * a.slice;
+        const float *b0_s = W_s + JM * EP * WS;
+        const float *u_s = b0_s + V::B0F + m * kRows * US;
+        // The lane's u values: rows g, g + 8 at in_dim 2t, 2t + 1 of each k-step.
+        float x[KS][4];
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            const float2 lo = *reinterpret_cast<const float2 *>(u_s + g * US + 8 * ks + 2 * t);
+            const float2 hi = *reinterpret_cast<const float2 *>(u_s + (g + 8) * US + 8 * ks + 2 * t);
+            x[ks][0] = lo.x;
+            x[ks][1] = hi.x;
+            x[ks][2] = lo.y;
+            x[ks][3] = hi.y;
+        }
+
+        // u_hat[b, i, j, e] for rows g, g + 8, every j and the lane's
+        // columns e of each out_dim tile.
+        float u_hat[JM][NE][4];
+#pragma unroll
+        for (int j = 0; j < JM; j++) {
+#pragma unroll
+            for (int nt = 0; nt < NE; nt++) {
+#pragma unroll
+                for (int r = 0; r < 4; r++) u_hat[j][nt][r] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
+#pragma unroll
+            for (int j = 0; j < JM; j++) {
+#pragma unroll
+                for (int nt = 0; nt < NE; nt++) mma_3xtf32(u_hat[j][nt], xs, w_pair<V>(W_s, j, nt, ks, g, t));
+            }
+        }
+
+        // The logits of rows g and g + 8 in base 2 (b0, zeros when absent,
+        // plus the agreement; -inf past J), then the softmax over j in place.
+        constexpr float kLog2e = 1.44269504f;
+        float c[2][JM];
+#pragma unroll
+        for (int j = 0; j < JM; j++) c[0][j] = c[1][j] = j < J ? kLog2e * b0_s[j] : -INFINITY;
+        if (agreement) {
+#pragma unroll
+            for (int j = 0; j < JM; j++) {
+                float dot_lo = 0.0f, dot_hi = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < NE; nt++) {
+                    const float2 v_lo = *reinterpret_cast<const float2 *>(v_rows + j * EP + 8 * nt);
+                    const float2 v_hi = *reinterpret_cast<const float2 *>(v_rows + 8 * VS + j * EP + 8 * nt);
+                    dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
+                    dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
+                }
+                // The row's dot is spread over its 4 lanes (t).
+                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 1);
+                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 1);
+                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 2);
+                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 2);
+                c[0][j] = fmaf(kLog2e, dot_lo, c[0][j]);
+                c[1][j] = fmaf(kLog2e, dot_hi, c[1][j]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float top = c[r][0];
+#pragma unroll
+            for (int j = 1; j < JM; j++) top = fmaxf(top, c[r][j]);
+            float total = 0.0f;
+#pragma unroll
+            for (int j = 0; j < JM; j++) {
+                c[r][j] = exp2_ftz(c[r][j] - top);  // 0 past J
+                total += c[r][j];
+            }
+            const float inverse = 1.0f / total;  // total >= 1
+#pragma unroll
+            for (int j = 0; j < JM; j++) c[r][j] *= inverse;
+        }
+
+        // sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :], in float32.
+#pragma unroll
+        for (int j = 0; j < JM; j++) {
+#pragma unroll
+            for (int nt = 0; nt < NE; nt++) {
+                sums[j][nt][0] = fmaf(c[0][j], u_hat[j][nt][0], sums[j][nt][0]);
+                sums[j][nt][1] = fmaf(c[0][j], u_hat[j][nt][1], sums[j][nt][1]);
+                sums[j][nt][2] = fmaf(c[1][j], u_hat[j][nt][2], sums[j][nt][2]);
+                sums[j][nt][3] = fmaf(c[1][j], u_hat[j][nt][3], sums[j][nt][3]);
+            }
+        }
+    }
+    __pipeline_wait_prior(0);
+    __syncthreads();  // every slot read: the stage region now holds the i-lanes' sums
+
+    // i-lanes 1.. leave their sums in shared memory (lane-major, so without
+    // bank conflicts); i-lane 0 adds them in order and writes the chunk's
+    // partial sums.
+    constexpr int kSums = JM * NE * 4;
+    float *lane_sums = stages + i64(m) * (a.i_lanes - 1) * kSums * 32;
+    if (q > 0) {
+#pragma unroll
+        for (int j = 0; j < JM; j++) {
+#pragma unroll
+            for (int nt = 0; nt < NE; nt++) {
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    lane_sums[((q - 1) * kSums + (j * NE + nt) * 4 + r) * 32 + lane] = sums[j][nt][r];
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (q > 0) return;
+    for (int qq = 1; qq < a.i_lanes; qq++) {
+#pragma unroll
+        for (int j = 0; j < JM; j++) {
+#pragma unroll
+            for (int nt = 0; nt < NE; nt++) {
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    sums[j][nt][r] += lane_sums[((qq - 1) * kSums + (j * NE + nt) * 4 + r) * 32 + lane];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {  // rows g and g + 8
+        const int r = m * kRows + g + 8 * h;
+        if (r >= rows) continue;
+        float *out = partial + ((i64(blockIdx.y) * a.B + b_first + r) * J) * E;
+#pragma unroll
+        for (int j = 0; j < JM; j++) {
+            if (j >= J) break;
+#pragma unroll
+            for (int nt = 0; nt < NE; nt++) {
+                const int e = 8 * nt + 2 * t;
+                if (e < E) out[j * E + e] = sums[j][nt][2 * h];
+                if (e + 1 < E) out[j * E + e + 1] = sums[j][nt][2 * h + 1];
+            }
+        }
+    }
+}
+
+// Past 48 KB of shared memory a block the kernel must be allowed more,
+// before a launch and before an occupancy query.
+template <typename V>
+cudaError_t allow_smem(const Args &a) {
+    const size_t bytes = smem_bytes<V>(a);
+    if (bytes <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(pass_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
+// Calls `call` with the Variant that runs a shape: the smallest register
+// arrays that hold its out_caps, out_dim and in_dim.
+template <int JM, int NE, typename Call>
+cudaError_t with_ks(int K, Call call) {
+    return K <= 8 ? call(Variant<JM, NE, 1>()) : call(Variant<JM, NE, 2>());
+}
+template <int NE, typename Call>
+cudaError_t with_jm(int J, int K, Call call) {
+    if (J <= 4) return with_ks<4, NE>(K, call);
+    if (J <= 8) return with_ks<8, NE>(K, call);
+    if (J <= 10) return with_ks<10, NE>(K, call);
+    return with_ks<16, NE>(K, call);
+}
+template <typename Call>
+cudaError_t with_variant(const DigitCapsLayerShape &s, Call call) {
+    return s.out_dim <= 8 ? with_jm<1>(int(s.out_caps), int(s.in_dim), call)
+                          : with_jm<2>(int(s.out_caps), int(s.in_dim), call);
+}
+
+// The block's warps: two row tiles by two i-lanes, or one row tile by four
+// i-lanes where the batch fits one tile. At 239 registers (MNIST's shape)
+// two blocks of 4 warps fit an SM. Measured on an NVIDIA H200 (run 4, MNIST
+// b128 / b512): 2 x 2 87.8 / 253.0 us, 1 x 2 91.8 / 265.4, 1 x 4 100.3 /
+// 324.1.
+void block_shape(const DigitCapsLayerShape &s, int *m_tiles, int *i_lanes) {
+    *m_tiles = s.batch > kRows ? 2 : 1;
+    *i_lanes = 4 / *m_tiles;
+}
+
+}  // namespace tensor
+}  // namespace
+
+DigitCapsFusedRefusal digitcaps_tensor_refusal(const DigitCapsLayerShape &s) {
+    if (s.out_caps > tensor::kMaxOutCaps) return {"out_caps", s.out_caps};
+    if (s.out_dim > tensor::kMaxOutDim) return {"out_dim", s.out_dim};
+    if (s.in_dim > tensor::kMaxInDim) return {"in_dim", s.in_dim};
+    return {};
+}
+
+cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorPlan *plan) {
+    tensor::block_shape(s, &plan->m_tiles, &plan->i_lanes);
+    int device = 0, sms = 0, per_sm = 0;
+    if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+    if (cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); err != cudaSuccess) {
+        return err;
+    }
+    const int threads = 32 * plan->m_tiles * plan->i_lanes;
+    if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
+            using V = decltype(variant);
+            const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
+            if (cudaError_t e = tensor::allow_smem<V>(a); e != cudaSuccess) return e;
+            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tensor::pass_kernel<V>, threads,
+                                                                 tensor::smem_bytes<V>(a));
+        });
+        err != cudaSuccess) {
+        return err;
+    }
+    const int64_t tile_rows = int64_t(plan->m_tiles) * tensor::kRows;
+    const int64_t batch_tiles = (s.batch + tile_rows - 1) / tile_rows;
+    const int64_t resident = std::max<int64_t>(1, int64_t(std::max(per_sm, 1)) * sms);
+    const int64_t chunks_wanted = std::max<int64_t>(1, resident / batch_tiles);
+    const int64_t per_chunk = (s.in_caps + chunks_wanted - 1) / chunks_wanted;
+    plan->chunk = (per_chunk + plan->i_lanes - 1) / plan->i_lanes * plan->i_lanes;
+    plan->chunks = (s.in_caps + plan->chunk - 1) / plan->chunk;
+    plan->scratch_floats = (plan->chunks + 1) * s.batch * s.out_caps * s.out_dim;
+    return cudaSuccess;
+}
+
+cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v, const DigitCapsLayerShape &s,
+                             int iterations, const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
+    if (iterations < 1 || s.batch < 1 || s.in_caps < 1 || s.out_caps < 1 || s.out_dim < 1 || s.in_dim < 1 ||
+        digitcaps_tensor_refusal(s).extent != nullptr || u == nullptr || W == nullptr || v == nullptr ||
+        scratch == nullptr || plan.m_tiles < 1 || plan.i_lanes < 1 || plan.m_tiles * plan.i_lanes > 4 ||
+        plan.chunk < 1 || plan.chunk % plan.i_lanes != 0 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
+        return cudaErrorInvalidValue;
+    }
+    const int64_t rows = s.batch * s.out_caps;
+    const int E = int(s.out_dim);
+    float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
+    const int64_t tile_rows = int64_t(plan.m_tiles) * tensor::kRows;
+    const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
+    const dim3 block(32 * plan.m_tiles * plan.i_lanes);
+    for (int t = 0; t < iterations; t++) {
+        const bool agreement = t > 0;
+        cudaError_t err = tensor::with_variant(s, [&](auto variant) {
+            using V = decltype(variant);
+            const tensor::Args a =
+                tensor::args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
+            if (cudaError_t e = tensor::allow_smem<V>(a); e != cudaSuccess) return e;
+            tensor::pass_kernel<V><<<grid, block, tensor::smem_bytes<V>(a), stream>>>(u, W, b0, v_sum, partial, a,
+                                                                                     agreement);
+            return cudaGetLastError();
+        });
+        if (err != cudaSuccess) return err;
+        const bool first = t == 0, last = t + 1 == iterations;
+        if (err = digitcaps_shared::launch_squash(partial, v_sum, v, rows, E, plan.chunks, first, last, stream);
+            err != cudaSuccess) {
+            return err;
+        }
+    }
+    return cudaSuccess;
+}
+
+}  // namespace halcaps::cuda_reference
