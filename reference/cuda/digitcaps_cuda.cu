@@ -422,10 +422,7 @@ Args args_for(const DigitCapsLayerShape &s, bool fast, i64 chunk) {
 }  // namespace
 
 DigitCapsFusedRefusal digitcaps_fused_refusal(const DigitCapsLayerShape &s) {
-    if (s.out_caps > fused::kMaxOutCaps) return {"out_caps", s.out_caps};
-    if (s.out_dim > fused::kMaxOutDim) return {"out_dim", s.out_dim};
-    if (s.in_dim > fused::kMaxInDim) return {"in_dim", s.in_dim};
-    return {};
+    return digitcaps_shared::extent_beyond(s, fused::kMaxOutCaps, fused::kMaxOutDim, fused::kMaxInDim);
 }
 
 cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPlan *plan) {
@@ -434,11 +431,8 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPla
     // whose blocks need no more shared memory).
     const bool fast = fused::fast_shape(s);
     const fused::Args a = fused::args_for(s, fast, 1);
-    int device = 0, sms = 0, per_sm = 0;
-    if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-    if (cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); err != cudaSuccess) {
-        return err;
-    }
+    int sms = 0, per_sm = 0;
+    if (cudaError_t err = digitcaps_shared::sm_count(&sms); err != cudaSuccess) return err;
     if (cudaError_t err = fused::with_pass_variant(fast, a.E, [&](auto variant) {
             using V = decltype(variant);
             return fused::blocks_per_sm<V::EM, V::FAST>(a, &per_sm);
@@ -467,20 +461,12 @@ cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, flo
     const int E = a.E;
     const i64 rows = s.batch * a.J;
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
-    for (int t = 0; t < iterations; t++) {
-        const bool agreement = t > 0;
-        cudaError_t err = fused::with_pass_variant(fast, E, [&](auto variant) {
+    return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
+        return fused::with_pass_variant(fast, E, [&](auto variant) {
             using V = decltype(variant);
             return fused::launch_pass<V::EM, V::FAST>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream);
         });
-        if (err != cudaSuccess) return err;
-        const bool first = t == 0, last = t + 1 == iterations;
-        if (err = digitcaps_shared::launch_squash(partial, v_sum, v, rows, E, plan.chunks, first, last, stream);
-            err != cudaSuccess) {
-            return err;
-        }
-    }
-    return cudaSuccess;
+    });
 }
 
 }  // namespace halcaps::cuda_reference

@@ -1,13 +1,15 @@
-// Device pieces the hand-written DigitCaps layers share
-// (digitcaps_cuda.cu's versions 1 and 2, digitcaps_tensor_cores.cu's
-// version 3): the squash of a row, base-2 exponentials for the softmax, and
-// the kernel that adds the chunks' partial sums over input capsules and
-// squashes them.
+// Pieces the hand-written DigitCaps layers share (digitcaps_cuda.cu's
+// versions 1 and 2, digitcaps_tensor_cores.cu's version 3): the squash of a
+// row, base-2 exponentials for the softmax, the kernel that adds the chunks'
+// partial sums over input capsules and squashes them, and two host helpers
+// of the fused versions' plans and refusals.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "digitcaps_cuda.h"
 
 namespace halcaps::cuda_reference::digitcaps_shared {
 
@@ -94,6 +96,39 @@ inline cudaError_t launch_squash(const float *partial, float *v_sum, float *v, i
                                                                                           chunks, first, last);
     }
     return cudaGetLastError();
+}
+
+// The fused versions' routing iterations: for each, the pass kernel
+// (launch_pass(agreement), agreement false in the first iteration) writes
+// the chunks' partial sums and the squash kernel adds and squashes them into
+// v_sum (v in the last iteration).
+template <typename LaunchPass>
+cudaError_t iterate(int iterations, const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
+                    cudaStream_t stream, LaunchPass launch_pass) {
+    for (int t = 0; t < iterations; t++) {
+        if (cudaError_t err = launch_pass(t > 0); err != cudaSuccess) return err;
+        if (cudaError_t err = launch_squash(partial, v_sum, v, rows, E, chunks, t == 0, t + 1 == iterations, stream);
+            err != cudaSuccess) {
+            return err;
+        }
+    }
+    return cudaSuccess;
+}
+
+// The first extent of `s` past its limit, with its value, or a null extent.
+inline DigitCapsFusedRefusal extent_beyond(const DigitCapsLayerShape &s, int64_t max_out_caps, int64_t max_out_dim,
+                                           int64_t max_in_dim) {
+    if (s.out_caps > max_out_caps) return {"out_caps", s.out_caps};
+    if (s.out_dim > max_out_dim) return {"out_dim", s.out_dim};
+    if (s.in_dim > max_in_dim) return {"in_dim", s.in_dim};
+    return {};
+}
+
+// The current device's SM count, which the fused versions' chunk counts fill.
+inline cudaError_t sm_count(int *sms) {
+    int device = 0;
+    if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+    return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
 }
 
 }  // namespace halcaps::cuda_reference::digitcaps_shared

@@ -189,6 +189,19 @@ __device__ inline float2 w_pair(const float *W_s, int j, int nt, int ks, int g, 
     return *reinterpret_cast<const float2 *>(W_s + (j * V::EP + 8 * nt + g) * V::WS + 8 * ks + 2 * t);
 }
 
+// Zeros a lane's C fragments of every j and out_dim tile.
+template <int JM, int NE>
+__device__ inline void set_zero(float (&x)[JM][NE][4]) {
+#pragma unroll
+    for (int j = 0; j < JM; j++) {
+#pragma unroll
+        for (int nt = 0; nt < NE; nt++) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) x[j][nt][r] = 0.0f;
+        }
+    }
+}
+
 // V: the instantiation (Variant). Blocks of at most 128 threads, at least
 // two of them an SM.
 template <typename V>
@@ -279,14 +292,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     };
 
     float sums[JM][NE][4];
-#pragma unroll
-    for (int j = 0; j < JM; j++) {
-#pragma unroll
-        for (int nt = 0; nt < NE; nt++) {
-#pragma unroll
-            for (int r = 0; r < 4; r++) sums[j][nt][r] = 0.0f;
-        }
-    }
+    set_zero(sums);
     const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * vs on
 
     // Steps 0 .. kStages - 2 in flight; at the top of step s the barrier
@@ -319,14 +325,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         // u_hat[b, i, j, e] for rows g, g + 8, every j and the lane's
         // columns e of each out_dim tile.
         float u_hat[JM][NE][4];
-#pragma unroll
-        for (int j = 0; j < JM; j++) {
-#pragma unroll
-            for (int nt = 0; nt < NE; nt++) {
-#pragma unroll
-                for (int r = 0; r < 4; r++) u_hat[j][nt][r] = 0.0f;
-            }
-        }
+        set_zero(u_hat);
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
             const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
@@ -398,32 +397,17 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // bank conflicts); i-lane 0 adds them in order and writes the chunk's
     // partial sums.
     constexpr int kSums = JM * NE * 4;
-    float *lane_sums = stages + i64(m) * (a.i_lanes - 1) * kSums * 32;
+    float *lane_sums = stages + i64(m) * (a.i_lanes - 1) * kSums * 32;  // [i_lanes - 1][kSums][32]
+    float *flat_sums = &sums[0][0][0];
     if (q > 0) {
 #pragma unroll
-        for (int j = 0; j < JM; j++) {
-#pragma unroll
-            for (int nt = 0; nt < NE; nt++) {
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    lane_sums[((q - 1) * kSums + (j * NE + nt) * 4 + r) * 32 + lane] = sums[j][nt][r];
-                }
-            }
-        }
+        for (int n = 0; n < kSums; n++) lane_sums[((q - 1) * kSums + n) * 32 + lane] = flat_sums[n];
     }
     __syncthreads();
     if (q > 0) return;
     for (int qq = 1; qq < a.i_lanes; qq++) {
 #pragma unroll
-        for (int j = 0; j < JM; j++) {
-#pragma unroll
-            for (int nt = 0; nt < NE; nt++) {
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    sums[j][nt][r] += lane_sums[((qq - 1) * kSums + (j * NE + nt) * 4 + r) * 32 + lane];
-                }
-            }
-        }
+        for (int n = 0; n < kSums; n++) flat_sums[n] += lane_sums[((qq - 1) * kSums + n) * 32 + lane];
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {  // rows g and g + 8
@@ -485,19 +469,13 @@ void block_shape(const DigitCapsLayerShape &s, int *m_tiles, int *i_lanes) {
 }  // namespace
 
 DigitCapsFusedRefusal digitcaps_tensor_refusal(const DigitCapsLayerShape &s) {
-    if (s.out_caps > tensor::kMaxOutCaps) return {"out_caps", s.out_caps};
-    if (s.out_dim > tensor::kMaxOutDim) return {"out_dim", s.out_dim};
-    if (s.in_dim > tensor::kMaxInDim) return {"in_dim", s.in_dim};
-    return {};
+    return digitcaps_shared::extent_beyond(s, tensor::kMaxOutCaps, tensor::kMaxOutDim, tensor::kMaxInDim);
 }
 
 cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorPlan *plan) {
     tensor::block_shape(s, &plan->m_tiles, &plan->i_lanes);
-    int device = 0, sms = 0, per_sm = 0;
-    if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-    if (cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); err != cudaSuccess) {
-        return err;
-    }
+    int sms = 0, per_sm = 0;
+    if (cudaError_t err = digitcaps_shared::sm_count(&sms); err != cudaSuccess) return err;
     const int threads = 32 * plan->m_tiles * plan->i_lanes;
     if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
@@ -534,9 +512,8 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     const int64_t tile_rows = int64_t(plan.m_tiles) * tensor::kRows;
     const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
     const dim3 block(32 * plan.m_tiles * plan.i_lanes);
-    for (int t = 0; t < iterations; t++) {
-        const bool agreement = t > 0;
-        cudaError_t err = tensor::with_variant(s, [&](auto variant) {
+    return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
+        return tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
             const tensor::Args a =
                 tensor::args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
@@ -545,14 +522,7 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
                                                                                      agreement);
             return cudaGetLastError();
         });
-        if (err != cudaSuccess) return err;
-        const bool first = t == 0, last = t + 1 == iterations;
-        if (err = digitcaps_shared::launch_squash(partial, v_sum, v, rows, E, plan.chunks, first, last, stream);
-            err != cudaSuccess) {
-            return err;
-        }
-    }
-    return cudaSuccess;
+    });
 }
 
 }  // namespace halcaps::cuda_reference
