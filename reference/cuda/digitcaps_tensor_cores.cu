@@ -44,9 +44,10 @@
 // 16; at out_caps above 10 with out_dim above 8 they spill, 588 bytes).
 //
 // Measured 2026-11-22 on an NVIDIA H200 (bench/results/
-// nvidia-h200-tensor-core-layer/): MNIST b128 87.8 us, b512 253.0 (run 4),
-// against the Halide default fused_split_all_vectors' 161.0 / 528.7 and
-// version 2's 207.1 / 467.9 (run 3). Under ncu at b128 the pass kernel takes
+// nvidia-h200-tensor-core-layer/, run 5, `halcaps bench --op digitcaps`):
+// MNIST b128 88.9 us, b512 255.7, against the Halide default
+// fused_split_all_vectors' 160.9 / 530.6, version 2's 209.8 / 470.6 and
+// torch.compile's 434.2 / 1631.3 in the same run. Under ncu at b128 the pass kernel takes
 // 27.9 us (first iteration) and 34.0 (with the logits), the squash kernel
 // 5.3-5.8: 9.9 M warp instructions a pass with the logits, 239 registers,
 // 8 warps an SM, the most frequent stall waiting on fixed-latency results.
