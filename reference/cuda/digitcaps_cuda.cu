@@ -441,9 +441,7 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPla
         return err;
     }
     const i64 batch_tiles = (s.batch + fused::kLanes - 1) / fused::kLanes;
-    const i64 resident = std::max<i64>(1, i64(std::max(per_sm, 1)) * sms);
-    const i64 chunks_wanted = std::max<i64>(1, resident / batch_tiles);
-    plan->chunk = (s.in_caps + chunks_wanted - 1) / chunks_wanted;
+    plan->chunk = digitcaps_shared::chunk_filling_device(s.in_caps, batch_tiles, per_sm, sms, 1);
     plan->chunks = (s.in_caps + plan->chunk - 1) / plan->chunk;
     plan->scratch_floats = (plan->chunks + 1) * s.batch * s.out_caps * s.out_dim;
     return cudaSuccess;

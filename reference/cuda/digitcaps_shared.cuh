@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "digitcaps_cuda.h"
@@ -122,6 +123,16 @@ inline DigitCapsFusedRefusal extent_beyond(const DigitCapsLayerShape &s, int64_t
     if (s.out_dim > max_out_dim) return {"out_dim", s.out_dim};
     if (s.in_dim > max_in_dim) return {"in_dim", s.in_dim};
     return {};
+}
+
+// Input capsules a block (a multiple of `multiple`) so that the blocks, one
+// a (batch tile, chunk), fill the device once: per_sm blocks on each of
+// `sms` SMs over batch_tiles tiles.
+inline int64_t chunk_filling_device(int64_t in_caps, int64_t batch_tiles, int per_sm, int sms, int64_t multiple) {
+    const int64_t resident = std::max<int64_t>(1, int64_t(std::max(per_sm, 1)) * sms);
+    const int64_t chunks_wanted = std::max<int64_t>(1, resident / batch_tiles);
+    const int64_t chunk = (in_caps + chunks_wanted - 1) / chunks_wanted;
+    return (chunk + multiple - 1) / multiple * multiple;
 }
 
 // The current device's SM count, which the fused versions' chunk counts fill.

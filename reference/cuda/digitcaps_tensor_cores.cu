@@ -79,12 +79,9 @@ constexpr int kRows = 16;   // batch rows a warp: the mma's M
 struct Args {
     i64 B, I;
     int J, E, K;
-    int JP, EP, KP;         // the instantiation's out_caps, out_dim and in_dim (8 NE, 8 KS): J, E, K padded
     int m_tiles, i_lanes;   // warps a block
     i64 chunk;              // input capsules a block, a multiple of i_lanes
-    int ws, us, vs;         // floats a staged row of W, of u, of v_sum (padded against bank conflicts)
-    int b0_floats;          // JP rounded up to 4
-    int slice;              // floats an i's slice: W [JP][EP][ws], b0 [b0_floats], u [m_tiles * 16][us]
+    int slice;              // floats an i's slice: W [JM][EP][WS], b0 [B0F], u [m_tiles * 16][US] (Variant's)
     bool dense;             // E = EP, K = KP, u and W 16-byte aligned: W[i] and u rows copied as 16-byte pieces
                             // with no index arithmetic past a shift (else 4-byte pieces)
 };
@@ -105,7 +102,7 @@ template <int JM_, int NE_, int KS_>
 struct Variant {
     static constexpr int JM = JM_, NE = NE_, KS = KS_;
     static constexpr int EP = 8 * NE, KP = 8 * KS;
-    // The staged rows' strides (Args' ws, us, vs) and b0's floats, known at
+    // The staged rows' strides (W, u, v_sum) and b0's floats, known at
     // compile time so that the kernel's shared-memory addresses are offsets.
     static constexpr int WS = conflict_free_stride(KP), US = WS, VS = conflict_free_stride(JM * EP);
     static constexpr int B0F = (JM + 3) / 4 * 4;
@@ -119,18 +116,11 @@ Args args_for(const DigitCapsLayerShape &s, int m_tiles, int i_lanes, i64 chunk,
     a.J = int(s.out_caps);
     a.E = int(s.out_dim);
     a.K = int(s.in_dim);
-    a.JP = V::JM;
-    a.EP = 8 * V::NE;
-    a.KP = 8 * V::KS;
     a.m_tiles = m_tiles;
     a.i_lanes = i_lanes;
     a.chunk = chunk;
-    a.ws = V::WS;
-    a.us = V::US;
-    a.vs = V::VS;
-    a.b0_floats = V::B0F;
-    a.slice = a.JP * a.EP * a.ws + a.b0_floats + m_tiles * kRows * a.us;
-    a.dense = a.E == a.EP && a.K == a.KP && aligned;
+    a.slice = V::JM * V::EP * V::WS + V::B0F + m_tiles * kRows * V::US;
+    a.dense = a.E == V::EP && a.K == V::KP && aligned;
     return a;
 }
 
@@ -143,7 +133,7 @@ __host__ __device__ int stage_region_floats(const Args &a) {
 }
 template <typename V>
 size_t smem_bytes(const Args &a) {
-    return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * a.vs);
+    return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * V::VS);
 }
 
 // x as a TF32 pair: big = x rounded to TF32 (to nearest, ties away from
@@ -294,7 +284,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 
     float sums[JM][NE][4];
     set_zero(sums);
-    const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * vs on
+    const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * VS on
 
     // Steps 0 .. kStages - 2 in flight; at the top of step s the barrier
     // (after this thread's wait for step s's group) makes step s's slot
@@ -490,10 +480,7 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     }
     const int64_t tile_rows = int64_t(plan->m_tiles) * tensor::kRows;
     const int64_t batch_tiles = (s.batch + tile_rows - 1) / tile_rows;
-    const int64_t resident = std::max<int64_t>(1, int64_t(std::max(per_sm, 1)) * sms);
-    const int64_t chunks_wanted = std::max<int64_t>(1, resident / batch_tiles);
-    const int64_t per_chunk = (s.in_caps + chunks_wanted - 1) / chunks_wanted;
-    plan->chunk = (per_chunk + plan->i_lanes - 1) / plan->i_lanes * plan->i_lanes;
+    plan->chunk = digitcaps_shared::chunk_filling_device(s.in_caps, batch_tiles, per_sm, sms, plan->i_lanes);
     plan->chunks = (s.in_caps + plan->chunk - 1) / plan->chunk;
     plan->scratch_floats = (plan->chunks + 1) * s.batch * s.out_caps * s.out_dim;
     return cudaSuccess;
