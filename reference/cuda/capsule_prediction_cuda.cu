@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "capsule_prediction_tensor_cores.h"
 #include "pointer_alignment.h"
 
 namespace halcaps::cuda_reference {
@@ -1003,10 +1004,17 @@ cudaError_t backward_v3(const float *g, const float *u, const float *W, float *g
     });
 }
 
+cudaError_t backward_v4(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                        const PredictShape &s, cudaStream_t stream) {
+    if (!grad_u || !grad_W) return backward_v2(g, u, W, grad_u, grad_W, s, stream);
+    if (!predict_backward_tensor_cores_supported(s)) return backward_v1(g, u, W, grad_u, grad_W, s, stream);
+    return predict_backward_tensor_cores(g, u, W, grad_u, grad_W, s, stream);
+}
+
 }  // namespace
 
 int forward_version_count() { return 2; }
-int backward_version_count() { return 3; }
+int backward_version_count() { return 4; }
 
 const char *forward_version_name(int version) {
     switch (version) {
@@ -1021,6 +1029,7 @@ const char *backward_version_name(int version) {
         case 1: return "blog_naive";
         case 2: return "tuned";
         case 3: return "fused";
+        case 4: return "tensor";
         default: return nullptr;
     }
 }
@@ -1043,6 +1052,7 @@ cudaError_t predict_backward(int version, const float *g, const float *u, const 
         case 1: return backward_v1(g, u, W, grad_u, grad_W, shape, stream);
         case 2: return backward_v2(g, u, W, grad_u, grad_W, shape, stream);
         case 3: return backward_v3(g, u, W, grad_u, grad_W, shape, stream);
+        case 4: return backward_v4(g, u, W, grad_u, grad_W, shape, stream);
         default: return cudaErrorInvalidValue;
     }
 }

@@ -19,6 +19,9 @@
 //   2 tuned       two tuned kernels, grad_u then grad_W, each reading g once.
 //   3 fused       one kernel, a block per input capsule, reading g once for
 //                 both gradients.
+//   4 tensor      one kernel, a warp per input capsule, reading g once for
+//                 both gradients as small matrix products on the tensor cores
+//                 in float32 accuracy (3xTF32; capsule_prediction_tensor_cores.cu).
 //
 // All pointers are device pointers. Launchers only enqueue work on `stream`
 // and return cudaGetLastError(); they never synchronise. They return
@@ -38,8 +41,8 @@ struct PredictShape {
 };
 
 int forward_version_count();   // 2: versions are 1..count
-int backward_version_count();  // 3
-// "blog_naive", "tuned" / "blog_naive", "tuned", "fused"; nullptr if unknown.
+int backward_version_count();  // 4
+// "blog_naive", "tuned" / "blog_naive", "tuned", "fused", "tensor"; nullptr if unknown.
 const char *forward_version_name(int version);
 const char *backward_version_name(int version);
 
@@ -49,7 +52,8 @@ cudaError_t predict_forward(int version, const float *u, const float *W, float *
 
 // grad_u and grad_W from g = dL/du_hat. Either output may be null to skip it
 // (for timing one gradient alone): versions 1 and 2 then launch only the
-// other kernel, and version 3 runs version 2's kernel for the one asked for.
+// other kernel, and versions 3 and 4 run version 2's kernel for the one
+// asked for.
 // g is always needed; W only for grad_u, u only for grad_W.
 cudaError_t predict_backward(int version, const float *g, const float *u, const float *W, float *grad_u,
                              float *grad_W, const PredictShape &shape, cudaStream_t stream);

@@ -18,12 +18,9 @@
 // u_hat is computed once an iteration, on the tensor cores, and its FMAs
 // are each W value's use by 16 batch rows.
 //
-// 3xTF32: a float x is split into big = x rounded to TF32 (10 mantissa bits)
-// and small = x - big (exact in float32; the tensor core reads its top 10
-// bits), and a * b is taken as a_small * b_big + a_big * b_small +
-// a_big * b_big; the dropped a_small * b_small and the truncation of small
-// are ~2^-21 relative, float32's order. The tests hold it to the same
-// 1e-4 norm-wise bound as every other implementation.
+// 3xTF32 (tf32_mma.cuh): float32 accuracy from three TF32 products. The
+// tests hold it to the same 1e-4 norm-wise bound as every other
+// implementation.
 //
 // Block: m_tiles x i_lanes warps; the m_tiles warps of an i-lane take
 // 16-row tiles of the batch, the i_lanes take alternate input capsules of
@@ -33,11 +30,9 @@
 // barrier a step. The squash kernel (digitcaps_shared.cuh) adds the chunks'
 // partial sums and squashes, as in version 2.
 //
-// The mma's fragments: lane (g = lane / 4, t = lane % 4) holds A at rows
-// g, g + 8 and B at column g, for mma-k t and t + 4; this kernel maps mma-k
-// t to in_dim 2t and t + 4 to 2t + 1 (the same in A and B, so the sum over k
-// is unchanged), so that each lane reads its two values as one 8-byte load.
-// C is rows g, g + 8 at columns 2t, 2t + 1.
+// The mma's fragments (tf32_mma.cuh): this kernel maps mma-k t to in_dim
+// 2t and t + 4 to 2t + 1 (the same in A and B, so the sum over k is
+// unchanged), so that each lane reads its two values as one 8-byte load.
 //
 // Limits: out_caps <= 16, out_dim <= 16, in_dim <= 16: u_hat and the sums
 // of every j are in a lane's registers (2 x out_caps x 8 floats at out_dim
@@ -63,6 +58,7 @@
 #include "digitcaps_cuda.h"
 #include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
+#include "tf32_mma.cuh"
 
 namespace halcaps::cuda_reference {
 
@@ -71,6 +67,10 @@ namespace tensor {
 
 using i64 = int64_t;
 using digitcaps_shared::exp2_ftz;
+using tf32::Split;
+using tf32::split_a;
+using tf32::split_tf32;
+using tf32::SplitA;
 
 constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
 constexpr int kStages = 3;  // steps staged: the one read and two in flight
@@ -136,42 +136,9 @@ size_t smem_bytes(const Args &a) {
     return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * V::VS);
 }
 
-// x as a TF32 pair: big = x rounded to TF32 (to nearest, ties away from
-// zero, on the bits: cvt.rna.tf32.f32 costs five instructions on sm_90
-// where this costs two; x is finite and below 2^128 (1 - 2^-12), else big
-// overflows), small = x - big.
-struct Split {
-    uint32_t big, small;
-};
-__device__ inline Split split_tf32(float x) {
-    const uint32_t big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-    return {big, __float_as_uint(x - __uint_as_float(big))};
-}
-
-// d += a * b on the tensor cores, a 16x8 (row-major fragment), b 8x8.
-__device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// A fragment as TF32 pairs.
-struct SplitA {
-    uint32_t big[4], small[4];
-};
-__device__ inline SplitA split_a(float x0, float x1, float x2, float x3) {
-    const Split s0 = split_tf32(x0), s1 = split_tf32(x1), s2 = split_tf32(x2), s3 = split_tf32(x3);
-    return {{s0.big, s1.big, s2.big, s3.big}, {s0.small, s1.small, s2.small, s3.small}};
-}
-
-// d += a * w in float32 accuracy (3xTF32), w the lane's two B values: the
-// small products first, so that they are not lost below the big one.
+// d += a * w in float32 accuracy (3xTF32), w the lane's two B values.
 __device__ inline void mma_3xtf32(float (&d)[4], const SplitA &a, float2 w) {
-    const Split b0 = split_tf32(w.x), b1 = split_tf32(w.y);
-    mma_tf32(d, a.small, b0.big, b1.big);
-    mma_tf32(d, a.big, b0.small, b1.small);
-    mma_tf32(d, a.big, b0.big, b1.big);
+    tf32::mma_3xtf32(d, a, split_tf32(w.x), split_tf32(w.y));
 }
 
 // The lane's two B values of W[i, j] for out_dim tile nt and k-step ks.
