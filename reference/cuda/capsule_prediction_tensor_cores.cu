@@ -94,11 +94,11 @@ struct Args {
 };
 
 // cp.async of `bytes` (4 or 16) from global to shared memory, reading
-// src_bytes of them (0 or bytes) and zero-filling the rest.
+// src_bytes of them (0 or bytes) and zero-filling the rest; src must be a
+// valid address either way.
 template <int bytes>
-__device__ inline void copy_async(float *dst, const float *src, bool valid) {
+__device__ inline void copy_async(float *dst, const float *src, int src_bytes) {
     const unsigned dst_s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    const int src_bytes = valid ? bytes : 0;
     if constexpr (bytes == 16) {
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst_s), "l"(src), "r"(src_bytes));
     } else {
@@ -111,6 +111,32 @@ __device__ inline void wait_copies() {
     asm volatile("cp.async.wait_group %0;" ::"n"(pending));
 }
 
+// Copies `width` (a multiple of 2, compile-time) floats of one row from
+// src to dst, two lanes a row (`half`), zeros past `valid` floats (0 for a
+// row past B). The common case (16-byte pieces, the whole width valid)
+// needs no index arithmetic past the row's pointer. src points at a valid
+// row either way.
+template <int width>
+__device__ inline void copy_row(float *dst, const float *src, int valid, bool vec, int half) {
+    if (vec && (valid == width || valid == 0)) {
+        const int bytes = valid == 0 ? 0 : 16;
+#pragma unroll
+        for (int p = 0; p < width / 8; p++) copy_async<16>(dst + 4 * (half + 2 * p), src + 4 * (half + 2 * p), bytes);
+    } else if (vec) {  // the whole of a 16-byte piece is valid or none (the row length is a multiple of 4)
+#pragma unroll
+        for (int p = 0; p < width / 8; p++) {
+            const int col = 4 * (half + 2 * p);
+            copy_async<16>(dst + col, col < valid ? src + col : src, col < valid ? 16 : 0);
+        }
+    } else {
+#pragma unroll 8
+        for (int p = 0; p < width / 2; p++) {
+            const int col = half + 2 * p;
+            copy_async<4>(dst + col, col < valid ? src + col : src, col < valid ? 4 : 0);
+        }
+    }
+}
+
 // Enqueues the copies of one tile (rows b0.., chunk columns c0.., in_dim
 // k0..) of input capsule i into `stage`. Past B, JE or K the tile holds
 // zeros, so that every product there adds nothing.
@@ -120,40 +146,10 @@ __device__ void copy_tile(const Args &a, const float *__restrict__ g, const floa
     const int row = lane / 2, half = lane % 2;  // two lanes a row
     const bool row_ok = b0 + row < a.B;
     const i64 b = row_ok ? b0 + row : 0;
-    const float *g_row = g + (b * a.I + i) * a.JE + c0;
-    float *g_dst = stage + row * V::LD;
-    if (a.g_vec) {
-#pragma unroll
-        for (int p = 0; p < V::JC / 8; p++) {
-            const int col = 4 * (half + 2 * p);
-            const bool ok = row_ok && c0 + col < a.JE;
-            copy_async<16>(g_dst + col, ok ? g_row + col : g, ok);
-        }
-    } else {
-#pragma unroll 8
-        for (int p = 0; p < V::JC / 2; p++) {
-            const int col = half + 2 * p;
-            const bool ok = row_ok && c0 + col < a.JE;
-            copy_async<4>(g_dst + col, ok ? g_row + col : g, ok);
-        }
-    }
-    const float *u_row = u + (b * a.I + i) * a.K + k0;
-    float *u_dst = stage + kRows * V::LD + row * V::US;
-    if (a.u_vec) {
-#pragma unroll
-        for (int p = 0; p < V::KP / 8; p++) {
-            const int col = 4 * (half + 2 * p);
-            const bool ok = row_ok && k0 + col < a.K;
-            copy_async<16>(u_dst + col, ok ? u_row + col : u, ok);
-        }
-    } else {
-#pragma unroll
-        for (int p = 0; p < V::KP / 2; p++) {
-            const int col = half + 2 * p;
-            const bool ok = row_ok && k0 + col < a.K;
-            copy_async<4>(u_dst + col, ok ? u_row + col : u, ok);
-        }
-    }
+    copy_row<V::JC>(stage + row * V::LD, g + (b * a.I + i) * a.JE + c0, row_ok ? min(V::JC, a.JE - c0) : 0, a.g_vec,
+                    half);
+    copy_row<V::KP>(stage + kRows * V::LD + row * V::US, u + (b * a.I + i) * a.K + k0,
+                    row_ok ? min(V::KP, a.K - k0) : 0, a.u_vec, half);
 }
 
 template <int M, int N>
