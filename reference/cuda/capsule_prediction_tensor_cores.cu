@@ -116,15 +116,15 @@ template <int bytes>
 __device__ inline void copy_async(float *dst, const float *src, int src_bytes) {
     const unsigned dst_s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     if constexpr (bytes == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst_s), "l"(src), "r"(src_bytes));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst_s), "l"(src), "r"(src_bytes) : "memory");
     } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst_s), "l"(src), "r"(src_bytes));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst_s), "l"(src), "r"(src_bytes) : "memory");
     }
 }
-__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;"); }
+__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int pending>
 __device__ inline void wait_copies() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(pending));
+    asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory");
 }
 
 // Copies `width` (a multiple of 2, compile-time) floats of one row from
@@ -180,8 +180,8 @@ __device__ inline void set_zero(float (&x)[M][N][4]) {
     }
 }
 
-// Stores (or, add = true, adds to) v at p[0] if ok.
-__device__ inline void put(float *p, float v, bool ok, bool add) {
+// Stores v at *p (or, add = true, adds it to *p) if ok.
+__device__ inline void store_or_add(float *p, float v, bool ok, bool add) {
     if (ok) *p = add ? *p + v : v;
 }
 
@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
                     const i64 b = b0 + gr + 8 * h;
                     if (b < a.B) {
                         float *row = grad_u + (b * a.I + i) * a.K;
-                        put(row + k, sum_u[0][nt][2 * h] + sum_u[1][nt][2 * h], k < a.K, c > 0);
-                        put(row + k + 1, sum_u[0][nt][2 * h + 1] + sum_u[1][nt][2 * h + 1], k + 1 < a.K, c > 0);
+                        store_or_add(row + k, sum_u[0][nt][2 * h] + sum_u[1][nt][2 * h], k < a.K, c > 0);
+                        store_or_add(row + k + 1, sum_u[0][nt][2 * h + 1] + sum_u[1][nt][2 * h + 1], k + 1 < a.K, c > 0);
                     }
                 }
             }
@@ -310,8 +310,8 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
                     const int je = c0 + 16 * mt + 2 * gr + h;
                     if (je < a.JE) {
                         float *row = grad_W + (i * a.JE + je) * a.K;
-                        put(row + k, sum_W[mt][nt][2 * h], k < a.K, false);
-                        put(row + k + 1, sum_W[mt][nt][2 * h + 1], k + 1 < a.K, false);
+                        store_or_add(row + k, sum_W[mt][nt][2 * h], k < a.K, false);
+                        store_or_add(row + k + 1, sum_W[mt][nt][2 * h + 1], k + 1 < a.K, false);
                     }
                 }
             }
