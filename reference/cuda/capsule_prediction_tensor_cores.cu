@@ -293,7 +293,8 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
                     if (b < a.B) {
                         float *row = grad_u + (b * a.I + i) * a.K;
                         store_or_add(row + k, sum_u[0][nt][2 * h] + sum_u[1][nt][2 * h], k < a.K, c > 0);
-                        store_or_add(row + k + 1, sum_u[0][nt][2 * h + 1] + sum_u[1][nt][2 * h + 1], k + 1 < a.K, c > 0);
+                        store_or_add(row + k + 1, sum_u[0][nt][2 * h + 1] + sum_u[1][nt][2 * h + 1], k + 1 < a.K,
+                                     c > 0);
                     }
                 }
             }
