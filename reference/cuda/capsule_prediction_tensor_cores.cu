@@ -68,6 +68,8 @@ namespace {
 namespace tensor_backward {
 
 using i64 = int64_t;
+using tf32::conflict_free_stride;
+using tf32::set_zero;
 using tf32::Split;
 using tf32::split_a;
 using tf32::split_tf32;
@@ -77,12 +79,6 @@ constexpr int kRows = 16;        // batch rows a tile: grad_u's M
 constexpr int kStages = 2;       // tiles staged a warp: the one read and one in flight
 constexpr int kWarpsPerBlock = 2;
 constexpr int kThreads = 32 * kWarpsPerBlock;
-
-// A row stride (at least n floats, a multiple of 8) of 8 or 24 modulo 32.
-__host__ __device__ constexpr int conflict_free_stride(int n) {
-    const int s = (n + 7) / 8 * 8;
-    return s % 16 == 0 ? s + 8 : s;
-}
 
 // One instantiation: NT 8-wide tiles of in_dim (KP = 8 NT in_dim a slice),
 // MT 16-wide m-tiles of je a chunk (JC = 16 MT). JC * KP is 1280 in both
@@ -166,18 +162,6 @@ __device__ void copy_tile(const Args &a, const float *__restrict__ g, const floa
                     half);
     copy_row<V::KP>(stage + kRows * V::LD + row * V::US, u + (b * a.I + i) * a.K + k0,
                     row_ok ? min(V::KP, a.K - k0) : 0, a.u_vec, half);
-}
-
-template <int M, int N>
-__device__ inline void set_zero(float (&x)[M][N][4]) {
-#pragma unroll
-    for (int m = 0; m < M; m++) {
-#pragma unroll
-        for (int n = 0; n < N; n++) {
-#pragma unroll
-            for (int r = 0; r < 4; r++) x[m][n][r] = 0.0f;
-        }
-    }
 }
 
 // Stores v at *p (or, add = true, adds it to *p) if ok.

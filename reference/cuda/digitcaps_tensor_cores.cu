@@ -67,6 +67,8 @@ namespace tensor {
 
 using i64 = int64_t;
 using digitcaps_shared::exp2_ftz;
+using tf32::conflict_free_stride;
+using tf32::set_zero;
 using tf32::Split;
 using tf32::split_a;
 using tf32::split_tf32;
@@ -86,13 +88,6 @@ struct Args {
                             // with no index arithmetic past a shift (else 4-byte pieces)
 };
 
-// A row stride (at least n floats, a multiple of 8) at which a half-warp's
-// 8-byte reads of 4 rows (g) at columns 2t hit distinct banks: 8 or 24
-// modulo 32.
-__host__ __device__ constexpr int conflict_free_stride(int n) {
-    const int s = (n + 7) / 8 * 8;
-    return s % 16 == 0 ? s + 8 : s;
-}
 
 // One instantiation of the pass kernel: JM output capsules in registers
 // (J <= JM; W is staged with zeros past J and those logits are -inf, so that
@@ -145,19 +140,6 @@ __device__ inline void mma_3xtf32(float (&d)[4], const SplitA &a, float2 w) {
 template <typename V>
 __device__ inline float2 w_pair(const float *W_s, int j, int nt, int ks, int g, int t) {
     return *reinterpret_cast<const float2 *>(W_s + (j * V::EP + 8 * nt + g) * V::WS + 8 * ks + 2 * t);
-}
-
-// Zeros a lane's C fragments of every j and out_dim tile.
-template <int JM, int NE>
-__device__ inline void set_zero(float (&x)[JM][NE][4]) {
-#pragma unroll
-    for (int j = 0; j < JM; j++) {
-#pragma unroll
-        for (int nt = 0; nt < NE; nt++) {
-#pragma unroll
-            for (int r = 0; r < 4; r++) x[j][nt][r] = 0.0f;
-        }
-    }
 }
 
 // V: the instantiation (Variant). Blocks of at most 128 threads, at least

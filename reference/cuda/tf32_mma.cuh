@@ -10,7 +10,8 @@
 //
 // The mma's fragments: lane (g = lane / 4, t = lane % 4) holds A at rows
 // g, g + 8 and B at column g, for mma-k t and t + 4; C at rows g, g + 8 and
-// columns 2t, 2t + 1.
+// columns 2t, 2t + 1. Also here: the row stride both kernels stage their
+// A operands at, and the zeroing of C fragments.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,6 +19,28 @@
 #include <cstdint>
 
 namespace halcaps::cuda_reference::tf32 {
+
+// A row stride (at least n floats, a multiple of 8) at which a half-warp's
+// 8-byte reads of 4 consecutive rows at 8 consecutive columns (a lane's two
+// A values of a row, as both tensor-core kernels lay them out) hit distinct
+// banks: 8 or 24 modulo 32.
+__host__ __device__ constexpr int conflict_free_stride(int n) {
+    const int s = (n + 7) / 8 * 8;
+    return s % 16 == 0 ? s + 8 : s;
+}
+
+// Zeros an M x N array of a lane's C fragments.
+template <int M, int N>
+__device__ inline void set_zero(float (&x)[M][N][4]) {
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+#pragma unroll
+        for (int n = 0; n < N; n++) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) x[m][n][r] = 0.0f;
+        }
+    }
+}
 
 // x as a TF32 pair: big = x rounded to TF32 (to nearest, ties away from
 // zero, on the bits: cvt.rna.tf32.f32 costs five instructions on sm_90
