@@ -35,12 +35,48 @@ __device__ inline float exp2_ftz(float x) {
     return y;
 }
 
+// Programmatic dependent launch (sm_90 on): a kernel launched by
+// launch_overlapping may start while the kernel ahead of it in the stream
+// finishes, once every block of that one has called let_next_kernel_start
+// (or ended). It must call wait_for_previous_kernel, which returns once the
+// kernel ahead has ended and its writes are visible, before it reads or
+// writes anything that kernel reads or writes; what comes before (its
+// shared memory set up, copies of inputs no kernel of the call writes)
+// overlaps the previous kernel's last blocks and the launch.
+__device__ inline void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ inline void let_next_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+template <typename... Params, typename... Args>
+cudaError_t launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                               cudaStream_t stream, Args... args) {
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem_bytes;
+    config.stream = stream;
+    config.attrs = &overlap;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 constexpr int kSquashThreads = 128;
 
 // A block per (b, j) row: threads (e lane of EP, group g of G) add chunks
 // g, g + G, ... of the row's partial sums, the groups are added in order,
 // and the first EP lanes (of the first warp) squash the row. v_sum becomes v
 // (first iteration) or v_sum + v; the last iteration writes v instead.
+// Launched overlapping the pass kernel ahead of it, whose partial sums it
+// waits for.
 template <int EP>
 __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__restrict__ partial,
                                                                 float *__restrict__ v_sum, float *__restrict__ v,
@@ -49,6 +85,8 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
     __shared__ float group_sums[G][EP];
     const int64_t row = blockIdx.x;
     const int e = threadIdx.x, g = threadIdx.y;
+    wait_for_previous_kernel();
+    let_next_kernel_start();
     // Four sums in flight, so that four loads are.
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (e < E) {
@@ -90,13 +128,11 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
 inline cudaError_t launch_squash(const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
                                  bool first, bool last, cudaStream_t stream) {
     if (E <= 16) {
-        squash_kernel<16><<<unsigned(rows), dim3(16, kSquashThreads / 16), 0, stream>>>(partial, v_sum, v, rows, E,
-                                                                                          chunks, first, last);
-    } else {
-        squash_kernel<32><<<unsigned(rows), dim3(32, kSquashThreads / 32), 0, stream>>>(partial, v_sum, v, rows, E,
-                                                                                          chunks, first, last);
+        return launch_overlapping(squash_kernel<16>, dim3(unsigned(rows)), dim3(16, kSquashThreads / 16), 0, stream,
+                                  partial, v_sum, v, rows, E, chunks, first, last);
     }
-    return cudaGetLastError();
+    return launch_overlapping(squash_kernel<32>, dim3(unsigned(rows)), dim3(32, kSquashThreads / 32), 0, stream, partial,
+                              v_sum, v, rows, E, chunks, first, last);
 }
 
 // The fused versions' routing iterations: for each, the pass kernel

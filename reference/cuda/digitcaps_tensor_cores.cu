@@ -54,6 +54,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "digitcaps_cuda.h"
 #include "digitcaps_shared.cuh"
@@ -142,12 +143,37 @@ __device__ inline float2 w_pair(const float *W_s, int j, int nt, int ks, int g, 
     return *reinterpret_cast<const float2 *>(W_s + (j * V::EP + 8 * nt + g) * V::WS + 8 * ks + 2 * t);
 }
 
-// V: the instantiation (Variant). Blocks of at most 128 threads, at least
-// two of them an SM.
-template <typename V>
+// c[0 .. JM) = softmax(b0_row[0 .. J)), 0 past J.
+template <int JM>
+__device__ inline void softmax_of_b0(const float *b0_row, int J, float (&c)[JM]) {
+    constexpr float kLog2e = 1.44269504f;
+    float top = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < JM; j++) {
+        c[j] = j < J ? kLog2e * b0_row[j] : -INFINITY;
+        top = fmaxf(top, c[j]);
+    }
+    float total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < JM; j++) {
+        c[j] = exp2_ftz(c[j] - top);  // 0 past J
+        total += c[j];
+    }
+    const float inverse = 1.0f / total;  // total >= 1
+#pragma unroll
+    for (int j = 0; j < JM; j++) c[j] *= inverse;
+}
+
+// V: the instantiation (Variant); kFirst: the first iteration, whose
+// coupling coefficients c = softmax_j(b0[i, :]) are the same for every
+// batch row, so that the sums are one matrix product over (i, k):
+//   sums[b, (j, e)] = sum_i sum_k u[b, i, k] * (c[i, j] W[i, j, e, k]),
+// added by the mma straight into the sums (no u_hat, no logits). Blocks of
+// at most 128 threads, at least two of them an SM.
+template <typename V, bool kFirst>
 __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
                                                       const float *__restrict__ b0, const float *__restrict__ v_sum,
-                                                      float *__restrict__ partial, Args a, bool agreement) {
+                                                      float *__restrict__ partial, Args a) {
     constexpr int JM = V::JM, NE = V::NE, KS = V::KS, EP = V::EP, WS = V::WS, US = V::US, VS = V::VS;
     extern __shared__ float4 smem_vec[];
     float *smem = reinterpret_cast<float *>(smem_vec);
@@ -173,22 +199,6 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     const int tile_floats = region + tile_rows * VS;
     for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     __syncthreads();  // the zeros are in place before any copy lands on the same floats
-    // The tile's rows of v_sum, copied with step 0's group.
-    if (agreement) {
-        if (a.dense) {  // a row of v_sum is J * EP floats, as in v_tile
-            const int per_row = J * EP / 4;
-            for (int c = threadIdx.x; c < rows * per_row; c += threads) {
-                const int r = c / per_row, col = 4 * (c % per_row);
-                __pipeline_memcpy_async(v_tile + r * VS + col, v_sum + (b_first + r) * J * E + col, 16);
-            }
-        } else {
-            for (int c = threadIdx.x; c < rows * J * E; c += threads) {
-                const int r = c / (J * E), j = (c / E) % J, e = c % E;
-                __pipeline_memcpy_async(v_tile + r * VS + j * EP + e, v_sum + (b_first + r) * J * E + j * E + e, 4);
-            }
-        }
-    }
-
     // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
     // for each i-lane's i) and commits them as one group (an empty one past
     // the chunk, so that every thread counts the same groups).
@@ -240,8 +250,34 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // visible and frees the slot step s - 1 read, which the copy of step
     // s + kStages - 1 then fills.
     for (int step = 0; step < kStages - 1; step++) stage(step);
+    // Up to here the kernel reads only u, W and b0, and may overlap the
+    // squash kernel ahead of it; v_sum is that kernel's, and so is partial
+    // (which it reads).
+    digitcaps_shared::wait_for_previous_kernel();
+    digitcaps_shared::let_next_kernel_start();
+    // The tile's rows of v_sum, in a group of their own that step 0 waits for
+    // with the rest.
+    if (!kFirst) {
+        if (a.dense) {  // a row of v_sum is J * EP floats, as in v_tile
+            const int per_row = J * EP / 4;
+            for (int c = threadIdx.x; c < rows * per_row; c += threads) {
+                const int r = c / per_row, col = 4 * (c % per_row);
+                __pipeline_memcpy_async(v_tile + r * VS + col, v_sum + (b_first + r) * J * E + col, 16);
+            }
+        } else {
+            for (int c = threadIdx.x; c < rows * J * E; c += threads) {
+                const int r = c / (J * E), j = (c / E) % J, e = c % E;
+                __pipeline_memcpy_async(v_tile + r * VS + j * EP + e, v_sum + (b_first + r) * J * E + j * E + e, 4);
+            }
+        }
+        __pipeline_commit();
+    }
     for (int step = 0; step < steps; step++) {
-        __pipeline_wait_prior(kStages - 2);
+        if (!kFirst && step == 0) {
+            __pipeline_wait_prior(0);
+        } else {
+            __pipeline_wait_prior(kStages - 2);
+        }
         __syncthreads();
         stage(step + kStages - 1);
         const int n = step * a.i_lanes + q;
@@ -262,71 +298,98 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             x[ks][3] = hi.y;
         }
 
-        // u_hat[b, i, j, e] for rows g, g + 8, every j and the lane's
-        // columns e of each out_dim tile.
-        float u_hat[JM][NE][4];
-        set_zero(u_hat);
+        if constexpr (kFirst) {
+            // sums += u times c[i, j] W[i, j] on the tensor cores, c[i, :] =
+            // softmax(b0[i, :]); without b0 it is 1 / J, taken once at the end.
+            float c[JM];
+            auto add_products = [&](auto scaled) {
 #pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
+                for (int ks = 0; ks < KS; ks++) {
+                    const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
 #pragma unroll
-            for (int j = 0; j < JM; j++) {
+                    for (int j = 0; j < JM; j++) {
 #pragma unroll
-                for (int nt = 0; nt < NE; nt++) mma_3xtf32(u_hat[j][nt], xs, w_pair<V>(W_s, j, nt, ks, g, t));
-            }
-        }
-
-        // The logits of rows g and g + 8 in base 2 (b0, zeros when absent,
-        // plus the agreement; -inf past J), then the softmax over j in place.
-        constexpr float kLog2e = 1.44269504f;
-        float c[2][JM];
-#pragma unroll
-        for (int j = 0; j < JM; j++) c[0][j] = c[1][j] = j < J ? kLog2e * b0_s[j] : -INFINITY;
-        if (agreement) {
-#pragma unroll
-            for (int j = 0; j < JM; j++) {
-                float dot_lo = 0.0f, dot_hi = 0.0f;
-#pragma unroll
-                for (int nt = 0; nt < NE; nt++) {
-                    const float2 v_lo = *reinterpret_cast<const float2 *>(v_rows + j * EP + 8 * nt);
-                    const float2 v_hi = *reinterpret_cast<const float2 *>(v_rows + 8 * VS + j * EP + 8 * nt);
-                    dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
-                    dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
+                        for (int nt = 0; nt < NE; nt++) {
+                            float2 w = w_pair<V>(W_s, j, nt, ks, g, t);
+                            if constexpr (decltype(scaled)::value) w = make_float2(c[j] * w.x, c[j] * w.y);
+                            mma_3xtf32(sums[j][nt], xs, w);
+                        }
+                    }
                 }
-                // The row's dot is spread over its 4 lanes (t).
-                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 1);
-                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 1);
-                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 2);
-                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 2);
-                c[0][j] = fmaf(kLog2e, dot_lo, c[0][j]);
-                c[1][j] = fmaf(kLog2e, dot_hi, c[1][j]);
+            };
+            if (b0 == nullptr) {
+                add_products(std::false_type());
+            } else {
+                softmax_of_b0<JM>(b0_s, J, c);
+                add_products(std::true_type());
             }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float top = c[r][0];
-#pragma unroll
-            for (int j = 1; j < JM; j++) top = fmaxf(top, c[r][j]);
-            float total = 0.0f;
-#pragma unroll
-            for (int j = 0; j < JM; j++) {
-                c[r][j] = exp2_ftz(c[r][j] - top);  // 0 past J
-                total += c[r][j];
+        } else {
+            // u_hat[b, i, j, e] for rows g, g + 8, every j and the lane's
+            // columns e of each out_dim tile.
+            float u_hat[JM][NE][4];
+            set_zero(u_hat);
+    #pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
+    #pragma unroll
+                for (int j = 0; j < JM; j++) {
+    #pragma unroll
+                    for (int nt = 0; nt < NE; nt++) mma_3xtf32(u_hat[j][nt], xs, w_pair<V>(W_s, j, nt, ks, g, t));
+                }
             }
-            const float inverse = 1.0f / total;  // total >= 1
-#pragma unroll
-            for (int j = 0; j < JM; j++) c[r][j] *= inverse;
-        }
 
-        // sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :], in float32.
-#pragma unroll
-        for (int j = 0; j < JM; j++) {
-#pragma unroll
-            for (int nt = 0; nt < NE; nt++) {
-                sums[j][nt][0] = fmaf(c[0][j], u_hat[j][nt][0], sums[j][nt][0]);
-                sums[j][nt][1] = fmaf(c[0][j], u_hat[j][nt][1], sums[j][nt][1]);
-                sums[j][nt][2] = fmaf(c[1][j], u_hat[j][nt][2], sums[j][nt][2]);
-                sums[j][nt][3] = fmaf(c[1][j], u_hat[j][nt][3], sums[j][nt][3]);
+            // The logits of rows g and g + 8 in base 2 (b0, zeros when absent,
+            // plus the agreement; -inf past J), then the softmax over j in place.
+            constexpr float kLog2e = 1.44269504f;
+            float c[2][JM];
+    #pragma unroll
+            for (int j = 0; j < JM; j++) c[0][j] = c[1][j] = j < J ? kLog2e * b0_s[j] : -INFINITY;
+            {
+    #pragma unroll
+                for (int j = 0; j < JM; j++) {
+                    float dot_lo = 0.0f, dot_hi = 0.0f;
+    #pragma unroll
+                    for (int nt = 0; nt < NE; nt++) {
+                        const float2 v_lo = *reinterpret_cast<const float2 *>(v_rows + j * EP + 8 * nt);
+                        const float2 v_hi = *reinterpret_cast<const float2 *>(v_rows + 8 * VS + j * EP + 8 * nt);
+                        dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
+                        dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
+                    }
+                    // The row's dot is spread over its 4 lanes (t).
+                    dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 1);
+                    dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 1);
+                    dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 2);
+                    dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 2);
+                    c[0][j] = fmaf(kLog2e, dot_lo, c[0][j]);
+                    c[1][j] = fmaf(kLog2e, dot_hi, c[1][j]);
+                }
+            }
+    #pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float top = c[r][0];
+    #pragma unroll
+                for (int j = 1; j < JM; j++) top = fmaxf(top, c[r][j]);
+                float total = 0.0f;
+    #pragma unroll
+                for (int j = 0; j < JM; j++) {
+                    c[r][j] = exp2_ftz(c[r][j] - top);  // 0 past J
+                    total += c[r][j];
+                }
+                const float inverse = 1.0f / total;  // total >= 1
+    #pragma unroll
+                for (int j = 0; j < JM; j++) c[r][j] *= inverse;
+            }
+
+            // sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :], in float32.
+    #pragma unroll
+            for (int j = 0; j < JM; j++) {
+    #pragma unroll
+                for (int nt = 0; nt < NE; nt++) {
+                    sums[j][nt][0] = fmaf(c[0][j], u_hat[j][nt][0], sums[j][nt][0]);
+                    sums[j][nt][1] = fmaf(c[0][j], u_hat[j][nt][1], sums[j][nt][1]);
+                    sums[j][nt][2] = fmaf(c[1][j], u_hat[j][nt][2], sums[j][nt][2]);
+                    sums[j][nt][3] = fmaf(c[1][j], u_hat[j][nt][3], sums[j][nt][3]);
+                }
             }
         }
     }
@@ -349,6 +412,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 #pragma unroll
         for (int n = 0; n < kSums; n++) flat_sums[n] += lane_sums[((qq - 1) * kSums + n) * 32 + lane];
     }
+    // The first iteration without b0 left out c = 1 / J.
+    const float scale = kFirst && b0 == nullptr ? 1.0f / float(J) : 1.0f;
 #pragma unroll
     for (int h = 0; h < 2; h++) {  // rows g and g + 8
         const int r = m * kRows + g + 8 * h;
@@ -360,8 +425,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 #pragma unroll
             for (int nt = 0; nt < NE; nt++) {
                 const int e = 8 * nt + 2 * t;
-                if (e < E) out[j * E + e] = sums[j][nt][2 * h];
-                if (e + 1 < E) out[j * E + e + 1] = sums[j][nt][2 * h + 1];
+                if (e < E) out[j * E + e] = scale * sums[j][nt][2 * h];
+                if (e + 1 < E) out[j * E + e + 1] = scale * sums[j][nt][2 * h + 1];
             }
         }
     }
@@ -373,7 +438,13 @@ template <typename V>
 cudaError_t allow_smem(const Args &a) {
     const size_t bytes = smem_bytes<V>(a);
     if (bytes <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(pass_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    for (auto kernel : {pass_kernel<V, true>, pass_kernel<V, false>}) {
+        if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+            err != cudaSuccess) {
+            return err;
+        }
+    }
+    return cudaSuccess;
 }
 
 // Calls `call` with the Variant that runs a shape: the smallest register
@@ -421,7 +492,7 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
             using V = decltype(variant);
             const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
             if (cudaError_t e = tensor::allow_smem<V>(a); e != cudaSuccess) return e;
-            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tensor::pass_kernel<V>, threads,
+            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tensor::pass_kernel<V, false>, threads,
                                                                  tensor::smem_bytes<V>(a));
         });
         err != cudaSuccess) {
@@ -455,8 +526,12 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
             const tensor::Args a =
                 tensor::args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
             if (cudaError_t e = tensor::allow_smem<V>(a); e != cudaSuccess) return e;
-            tensor::pass_kernel<V><<<grid, block, tensor::smem_bytes<V>(a), stream>>>(u, W, b0, v_sum, partial, a,
-                                                                                     agreement);
+            const size_t smem = tensor::smem_bytes<V>(a);
+            if (agreement) {  // after a squash kernel, which it may overlap
+                return digitcaps_shared::launch_overlapping(tensor::pass_kernel<V, false>, grid, block, smem, stream, u,
+                                                            W, b0, static_cast<const float *>(v_sum), partial, a);
+            }
+            tensor::pass_kernel<V, true><<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, a);
             return cudaGetLastError();
         });
     });
