@@ -16,7 +16,10 @@
 //   4. sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :] in float32 FMAs; the
 //      sums stay in registers for the whole chunk.
 // u_hat is computed once an iteration, on the tensor cores, and its FMAs
-// are each W value's use by 16 batch rows.
+// are each W value's use by 16 batch rows. The first iteration's c =
+// softmax(b0[i, :]) is the same for every batch row, so its kernel
+// (kFirst) keeps no u_hat: the mma adds u times c[i, j] W[i, j] straight
+// into the sums.
 //
 // 3xTF32 (tf32_mma.cuh): float32 accuracy from three TF32 products. The
 // tests hold it to the same 1e-4 norm-wise bound as every other
@@ -38,17 +41,28 @@
 // of every j are in a lane's registers (2 x out_caps x 8 floats at out_dim
 // 16; at out_caps above 10 with out_dim above 8 they spill, 588 bytes).
 //
+// The passes after the first and the squash kernels are launched
+// overlapping the kernel ahead of them (programmatic dependent launch,
+// digitcaps_shared.cuh): a pass zeros its shared memory and copies its
+// first steps of W, u and b0 before it waits for the squash kernel ahead.
+//
 // Measured 2026-11-22 on an NVIDIA H200 (bench/results/
-// nvidia-h200-tensor-core-layer/, run 5, `halcaps bench --op digitcaps`):
-// MNIST b128 88.9 us, b512 255.7, against the Halide default
-// fused_split_all_vectors' 160.9 / 530.6, version 2's 209.8 / 470.6 and
-// torch.compile's 434.2 / 1631.3 in the same run. Under ncu at b128 the pass kernel takes
-// 27.9 us (first iteration) and 34.0 (with the logits), the squash kernel
-// 5.3-5.8: 9.9 M warp instructions a pass with the logits, 239 registers,
-// 8 warps an SM, the most frequent stall waiting on fixed-latency results.
-// On the way (runs 1-3): u_hat computed twice a pass (for the logits, then
-// scaled by c for the sum), with cvt.rna.tf32 (five instructions on sm_90)
-// and runtime strides: 177 / 600 us; branch-free loops over j: 117 / 339.
+// nvidia-h200-layer-passes/, run 7, `halcaps bench --op digitcaps`): MNIST
+// b128 75.1 us, b512 233.3, against the Halide default
+// fused_split_all_vectors' 161.7 / 527.5, version 2's 205.7 / 468.1 and
+// torch.compile's 428.9 / 1613.4 in the same run. Under ncu at b128 the
+// first pass takes 23.5 us, each pass with the logits 34.5-34.9 and each
+// squash kernel 5.6-6.2 (at ncu's clocks): 9.8 M warp instructions a pass
+// with the logits, 239 registers, 8 warps an SM, the most frequent stall
+// waiting on fixed-latency results. Before the first-iteration kernel and
+// the overlapping launches: 88.9 / 255.7 us (nvidia-h200-tensor-core-layer/,
+// run 5). On the way there (runs 1-3): u_hat computed twice a pass (for the
+// logits, then scaled by c for the sum), with cvt.rna.tf32 (five
+// instructions on sm_90) and runtime strides: 177 / 600 us; branch-free
+// loops over j: 117 / 339. Tried and dropped (nvidia-h200-layer-passes/):
+// J split over a pair of warps (16 warps an SM, 36% more instructions):
+// 94.9 us at b128; bulk copies (cp.async.bulk) for W[i] and the u rows:
+// 130.3 us.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -258,11 +272,12 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // The tile's rows of v_sum, in a group of their own that step 0 waits for
     // with the rest.
     if (!kFirst) {
-        if (a.dense) {  // a row of v_sum is J * EP floats, as in v_tile
-            const int per_row = J * EP / 4;
-            for (int c = threadIdx.x; c < rows * per_row; c += threads) {
-                const int r = c / per_row, col = 4 * (c % per_row);
-                __pipeline_memcpy_async(v_tile + r * VS + col, v_sum + (b_first + r) * J * E + col, 16);
+        if (a.dense) {  // a row of v_sum is J * EP floats, as in v_tile: a warp a row, 16 bytes a lane
+            const int warps = threads / 32;
+            for (int r = warp; r < rows; r += warps) {
+                for (int col = 4 * lane; col < J * EP; col += 4 * 32) {
+                    __pipeline_memcpy_async(v_tile + r * VS + col, v_sum + (b_first + r) * J * E + col, 16);
+                }
             }
         } else {
             for (int c = threadIdx.x; c < rows * J * E; c += threads) {
