@@ -157,20 +157,25 @@ __device__ inline float2 w_pair(const float *W_s, int j, int nt, int ks, int g, 
     return *reinterpret_cast<const float2 *>(W_s + (j * V::EP + 8 * nt + g) * V::WS + 8 * ks + 2 * t);
 }
 
-// c[0 .. JM) = softmax(b0_row[0 .. J)), 0 past J.
+constexpr float kLog2e = 1.44269504f;
+
+// The logits b0[i, j] of one row in base 2 (zeros without b0, -inf past J).
 template <int JM>
-__device__ inline void softmax_of_b0(const float *b0_row, int J, float (&c)[JM]) {
-    constexpr float kLog2e = 1.44269504f;
-    float top = -INFINITY;
+__device__ inline void base2_logits_of_b0(const float *b0_row, int J, float (&c)[JM]) {
 #pragma unroll
-    for (int j = 0; j < JM; j++) {
-        c[j] = j < J ? kLog2e * b0_row[j] : -INFINITY;
-        top = fmaxf(top, c[j]);
-    }
+    for (int j = 0; j < JM; j++) c[j] = j < J ? kLog2e * b0_row[j] : -INFINITY;
+}
+
+// The softmax over j of base-2 logits, in place (-inf gives 0).
+template <int JM>
+__device__ inline void softmax_base2(float (&c)[JM]) {
+    float top = c[0];
+#pragma unroll
+    for (int j = 1; j < JM; j++) top = fmaxf(top, c[j]);
     float total = 0.0f;
 #pragma unroll
     for (int j = 0; j < JM; j++) {
-        c[j] = exp2_ftz(c[j] - top);  // 0 past J
+        c[j] = exp2_ftz(c[j] - top);
         total += c[j];
     }
     const float inverse = 1.0f / total;  // total >= 1
@@ -335,7 +340,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             if (b0 == nullptr) {
                 add_products(std::false_type());
             } else {
-                softmax_of_b0<JM>(b0_s, J, c);
+                base2_logits_of_b0(b0_s, J, c);
+                softmax_base2(c);
                 add_products(std::true_type());
             }
         } else {
@@ -343,62 +349,46 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             // columns e of each out_dim tile.
             float u_hat[JM][NE][4];
             set_zero(u_hat);
-    #pragma unroll
+#pragma unroll
             for (int ks = 0; ks < KS; ks++) {
                 const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
-    #pragma unroll
+#pragma unroll
                 for (int j = 0; j < JM; j++) {
-    #pragma unroll
+#pragma unroll
                     for (int nt = 0; nt < NE; nt++) mma_3xtf32(u_hat[j][nt], xs, w_pair<V>(W_s, j, nt, ks, g, t));
                 }
             }
 
-            // The logits of rows g and g + 8 in base 2 (b0, zeros when absent,
-            // plus the agreement; -inf past J), then the softmax over j in place.
-            constexpr float kLog2e = 1.44269504f;
+            // The logits of rows g and g + 8 in base 2 (b0 plus the
+            // agreement; -inf past J), then the softmax over j in place.
             float c[2][JM];
-    #pragma unroll
-            for (int j = 0; j < JM; j++) c[0][j] = c[1][j] = j < J ? kLog2e * b0_s[j] : -INFINITY;
-            {
-    #pragma unroll
-                for (int j = 0; j < JM; j++) {
-                    float dot_lo = 0.0f, dot_hi = 0.0f;
-    #pragma unroll
-                    for (int nt = 0; nt < NE; nt++) {
-                        const float2 v_lo = *reinterpret_cast<const float2 *>(v_rows + j * EP + 8 * nt);
-                        const float2 v_hi = *reinterpret_cast<const float2 *>(v_rows + 8 * VS + j * EP + 8 * nt);
-                        dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
-                        dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
-                    }
-                    // The row's dot is spread over its 4 lanes (t).
-                    dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 1);
-                    dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 1);
-                    dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 2);
-                    dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 2);
-                    c[0][j] = fmaf(kLog2e, dot_lo, c[0][j]);
-                    c[1][j] = fmaf(kLog2e, dot_hi, c[1][j]);
+            base2_logits_of_b0(b0_s, J, c[0]);
+#pragma unroll
+            for (int j = 0; j < JM; j++) {
+                c[1][j] = c[0][j];
+                float dot_lo = 0.0f, dot_hi = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < NE; nt++) {
+                    const float2 v_lo = *reinterpret_cast<const float2 *>(v_rows + j * EP + 8 * nt);
+                    const float2 v_hi = *reinterpret_cast<const float2 *>(v_rows + 8 * VS + j * EP + 8 * nt);
+                    dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
+                    dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
                 }
+                // The row's dot is spread over its 4 lanes (t).
+                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 1);
+                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 1);
+                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 2);
+                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 2);
+                c[0][j] = fmaf(kLog2e, dot_lo, c[0][j]);
+                c[1][j] = fmaf(kLog2e, dot_hi, c[1][j]);
             }
-    #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                float top = c[r][0];
-    #pragma unroll
-                for (int j = 1; j < JM; j++) top = fmaxf(top, c[r][j]);
-                float total = 0.0f;
-    #pragma unroll
-                for (int j = 0; j < JM; j++) {
-                    c[r][j] = exp2_ftz(c[r][j] - top);  // 0 past J
-                    total += c[r][j];
-                }
-                const float inverse = 1.0f / total;  // total >= 1
-    #pragma unroll
-                for (int j = 0; j < JM; j++) c[r][j] *= inverse;
-            }
+            softmax_base2(c[0]);
+            softmax_base2(c[1]);
 
             // sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :], in float32.
-    #pragma unroll
+#pragma unroll
             for (int j = 0; j < JM; j++) {
-    #pragma unroll
+#pragma unroll
                 for (int nt = 0; nt < NE; nt++) {
                     sums[j][nt][0] = fmaf(c[0][j], u_hat[j][nt][0], sums[j][nt][0]);
                     sums[j][nt][1] = fmaf(c[0][j], u_hat[j][nt][1], sums[j][nt][1]);
