@@ -27,8 +27,6 @@ bool valid_shape(const PredictShape &s) {
     return s.batch > 0 && s.in_caps > 0 && s.out_caps > 0 && s.out_dim > 0 && s.in_dim > 0;
 }
 
-bool aligned_to(const void *p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 __device__ __forceinline__ i64 min64(i64 a, i64 b) { return a < b ? a : b; }
 
 // ---------------------------------------------------------------------------

@@ -214,8 +214,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 
     // Zeros where nothing is copied (W past out_caps, out_dim or in_dim, u
     // past the batch or in_dim, b0 when absent, v_sum past the batch, in
-    // the padding and in the first iteration).
-    const int tile_floats = region + tile_rows * VS;
+    // the padding). The first iteration does not read v_tile.
+    const int tile_floats = kFirst ? region : region + tile_rows * VS;
     for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     __syncthreads();  // the zeros are in place before any copy lands on the same floats
     // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
