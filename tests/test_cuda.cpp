@@ -186,6 +186,18 @@ TEST_CASE("cuda: odd sizes with host tensors", "[cuda][odd]") {
     }
 }
 
+// cuda_staged's fast path (K of 4, 8 or 16, J*E even) at shapes that reach
+// its corners: an odd capsule count (the last block owns one capsule), V = 2
+// (J*E not a multiple of 4), K = 16, a batch that does not divide into the
+// row groups, and a batch whose tile would not fit in 48 KB of shared memory
+// (more row groups than one wave needs). Shapes are {B, I, K, J, E}.
+TEST_CASE("cuda: the staged forward's fast path at odd shapes", "[cuda][staged]") {
+    for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{
+             {37, 5, 4, 3, 6}, {130, 37, 8, 11, 16}, {33, 7, 16, 3, 10}, {1000, 3, 8, 1, 4}, {3, 1, 8, 1, 2}}) {
+        check_predict(shape, cuda_options("cuda_staged"));
+    }
+}
+
 TEST_CASE("cuda: MNIST shape and odd sizes with device tensors on the default stream", "[cuda][device]") {
     for (const std::string op : {"predict", "predict_backward"}) {
         for (const auto &name : cuda_implementations(op)) {

@@ -377,6 +377,102 @@ __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__res
 }
 
 // ---------------------------------------------------------------------------
+// Version 3 forward ("staged"): version 2's W-in-registers walk with the
+// grid, the staging and the stores chosen for the write bandwidth
+// (bench/predict_store_order.cu and bench/results/nvidia-h200-store-order/).
+//  - A block owns N consecutive input capsules and the batch rows y, y + Y,
+//    y + 2Y, ... (y = blockIdx.y): Y is chosen so that the whole grid is
+//    resident at once (one wave, no tail of late blocks), and at any moment
+//    the blocks write neighbouring batch rows, long contiguous runs of u_hat.
+//  - The block's u rows (rows x N x K floats) are copied to shared memory by
+//    cp.async in two groups, the first kFirstRows rows alone, so that the
+//    first stores need not wait for the whole tile.
+//  - Thread (c, q) keeps W[i0 + c, q*V .. q*V + V, :] in registers and
+//    stores V outputs a row as one evict-first vector store (st.global.cs).
+//    With plain stores the same kernel took 45.0 us instead of 31.6 at MNIST
+//    b128 and 155.4 instead of 105.5 at b512 on an H200 (run 3 there): u_hat
+//    is larger than L2, and evict-first lines leave L2 in the order they
+//    were written.
+// Fast path (pick_staged): K in {4, 8, 16}, J*E % V == 0, u and W 16-byte
+// aligned, u_hat aligned to V floats; other shapes run version 2.
+// Measured on an H200 (2026-11-22, run 5 there, `halcaps bench --device cuda
+// --op predict --repeats 30 --seed 2212`): MNIST b128 29.7 us (82.6% of the
+// copy bandwidth over the bytes floor; version 2 33.8), b512 99.9 (94.1%;
+// 124.9), wide b32 65.0 (73.9%; 64.0).
+// ---------------------------------------------------------------------------
+constexpr int kStagedFirstRows = 8;
+constexpr int kStagedMaxThreads = 512;
+
+template <int K, int V>
+__global__ void __launch_bounds__(kStagedMaxThreads)
+    forward_staged_kernel(const float *__restrict__ u, const float *__restrict__ W, float *__restrict__ u_hat, int B,
+                          int I, int JE, int N) {
+    extern __shared__ float4 u_stage[];  // [row][capsule][K / 4]
+    constexpr int Q = K / 4;             // float4s in a u row
+    const int per_capsule = JE / V;
+    const int i0 = blockIdx.x * N, c = threadIdx.x / per_capsule, q = threadIdx.x % per_capsule;
+    const int capsules = min(N, I - i0);
+    const int Y = gridDim.y, y = blockIdx.y;
+    const int rows = (B - y + Y - 1) / Y;
+    const int first_rows = min(rows, kStagedFirstRows);
+    // Row r of the block is batch row y + r*Y; its capsules are contiguous in u.
+    auto stage = [&](int r_begin, int r_end) {
+        const int per_row = capsules * Q;
+        for (int n = r_begin * per_row + threadIdx.x; n < r_end * per_row; n += blockDim.x) {
+            const int r = n / per_row, rest = n % per_row;
+            const float4 *src = reinterpret_cast<const float4 *>(u + (i64(y) + i64(r) * Y) * I * K + i64(i0) * K) + rest;
+            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(u_stage + r * N * Q + rest));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    stage(0, first_rows);
+    stage(first_rows, rows);  // possibly empty
+    const bool owns = c < capsules;
+    const i64 i = i0 + (owns ? c : 0);
+    float w[V][K];
+    {
+        const float4 *w4 = reinterpret_cast<const float4 *>(W + (i * JE + i64(q) * V) * K);
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+#pragma unroll
+            for (int t = 0; t < Q; ++t) {
+                const float4 x = __ldg(w4 + v * Q + t);
+                w[v][4 * t] = x.x, w[v][4 * t + 1] = x.y, w[v][4 * t + 2] = x.z, w[v][4 * t + 3] = x.w;
+            }
+    }
+    const i64 row_step = i64(Y) * I * JE;  // u_hat from batch row b to b + Y
+    float *out = u_hat + (i64(y) * I + i) * JE + i64(q) * V;
+    auto compute_rows = [&](int r_begin, int r_end) {
+        if (!owns) return;
+#pragma unroll 4
+        for (int r = r_begin; r < r_end; ++r) {
+            float ur[K];
+            const float4 *row = u_stage + (r * N + c) * Q;
+#pragma unroll
+            for (int t = 0; t < Q; ++t) {
+                const float4 x = row[t];
+                ur[4 * t] = x.x, ur[4 * t + 1] = x.y, ur[4 * t + 2] = x.z, ur[4 * t + 3] = x.w;
+            }
+            float acc[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+                acc[v] = 0.0f;
+#pragma unroll
+                for (int k = 0; k < K; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
+            }
+            store_vec_streaming<V>(out + r * row_step, acc);
+        }
+    };
+    asm volatile("cp.async.wait_group 1;\n" ::);
+    __syncthreads();
+    compute_rows(0, first_rows);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();
+    compute_rows(first_rows, rows);
+}
+
+// ---------------------------------------------------------------------------
 // Version 2 grad_W: grad_W[i, je, k] = sum_b g[b, i, je] * u[b, i, k].
 //
 // A block owns one input capsule i and walks all B rows; thread (x, y) owns
@@ -854,6 +950,69 @@ cudaError_t forward_v2_km(const float *u, const float *W, float *u_hat, const Pr
     }
 }
 
+// Version 3's launch: the kernel and its block shape, chosen by
+// pick_staged; Y (row groups) so that the grid fits in one wave.
+struct StagedPlan {
+    const void *kernel = nullptr;  // a forward_staged_kernel instance
+    int V = 0, N = 0, threads = 0, Y = 0;
+    size_t smem = 0;
+};
+
+constexpr size_t kStagedMaxSmem = 48 * 1024;
+
+template <int K, int V>
+bool plan_staged(const PredictShape &s, StagedPlan *plan) {
+    const i64 JE = s.out_caps * s.out_dim;
+    const i64 per_capsule = JE / V;
+    if (JE % V != 0 || per_capsule > kStagedMaxThreads) return false;
+    // Two capsules a block where they fit: 80 threads at MNIST shapes.
+    const int N = 2 * per_capsule <= kStagedMaxThreads ? 2 : 1;
+    const i64 groups = (s.in_caps + N - 1) / N;
+    const size_t row_bytes = size_t(N) * K * sizeof(float);
+    const i64 max_rows = i64(kStagedMaxSmem / row_bytes);
+    auto kernel = forward_staged_kernel<K, V>;
+    DeviceLimits d;
+    int per_sm = 0;
+    if (device_limits(&d) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(N * per_capsule), 0) != cudaSuccess)
+        return false;
+    i64 Y = std::max<i64>(1, i64(per_sm) * d.sms / groups);  // one wave
+    Y = std::max(Y, (s.batch + max_rows - 1) / max_rows);   // the row tile fits in shared memory
+    Y = std::min(Y, s.batch);
+    if (Y > 65535 || groups > INT_MAX) return false;
+    plan->kernel = reinterpret_cast<const void *>(kernel);
+    plan->V = V, plan->N = N, plan->threads = int(N * per_capsule), plan->Y = int(Y);
+    plan->smem = size_t((s.batch + Y - 1) / Y) * row_bytes;
+    return true;
+}
+
+// Version 3's choice of kernel; false where version 2 runs instead. V = 4
+// outputs a thread where J*E and u_hat allow it (at K = 16, V = 2: W's V x K
+// values stay within 32 registers). At MNIST shapes the plan is 80 threads
+// a block, 72 registers, 9 blocks an SM and Y = 2.
+bool pick_staged(const PredictShape &s, const float *u, const float *W, const float *u_hat, StagedPlan *plan) {
+    if (!aligned16(u) || !aligned16(W) || s.batch > INT_MAX / 2 || s.in_caps > INT_MAX ||
+        s.out_caps * s.out_dim > INT_MAX)
+        return false;
+    const i64 JE = s.out_caps * s.out_dim;
+    const bool v4 = JE % 4 == 0 && aligned16(u_hat), v2 = JE % 2 == 0 && aligned_to(u_hat, 8);
+    switch (s.in_dim) {
+        case 4: return (v4 && plan_staged<4, 4>(s, plan)) || (v2 && plan_staged<4, 2>(s, plan));
+        case 8: return (v4 && plan_staged<8, 4>(s, plan)) || (v2 && plan_staged<8, 2>(s, plan));
+        case 16: return v2 && plan_staged<16, 2>(s, plan);
+        default: return false;
+    }
+}
+
+cudaError_t launch_forward_staged(const float *u, const float *W, float *u_hat, const PredictShape &s,
+                                  const StagedPlan &plan, cudaStream_t stream) {
+    int B = static_cast<int>(s.batch), I = static_cast<int>(s.in_caps), JE = static_cast<int>(s.out_caps * s.out_dim),
+        N = plan.N;
+    void *args[] = {&u, &W, &u_hat, &B, &I, &JE, &N};
+    const dim3 grid(static_cast<unsigned>((s.in_caps + plan.N - 1) / plan.N), static_cast<unsigned>(plan.Y));
+    return cudaLaunchKernel(plan.kernel, grid, dim3(plan.threads), args, plan.smem, stream);
+}
+
 template <int KM, int V>
 cudaError_t launch_grad_W_v2(const float *g, const float *u, float *grad_W, const PredictShape &s,
                              cudaStream_t stream) {
@@ -963,6 +1122,12 @@ cudaError_t forward_v2(const float *u, const float *W, float *u_hat, const Predi
     return with_km(s.in_dim, [&](auto km) { return forward_v2_km<decltype(km)::value>(u, W, u_hat, s, stream); });
 }
 
+cudaError_t forward_v3(const float *u, const float *W, float *u_hat, const PredictShape &s, cudaStream_t stream) {
+    StagedPlan plan;
+    if (!pick_staged(s, u, W, u_hat, &plan)) return forward_v2(u, W, u_hat, s, stream);
+    return launch_forward_staged(u, W, u_hat, s, plan, stream);
+}
+
 cudaError_t grad_u_v2(const float *g, const float *W, float *grad_u, const PredictShape &s, cudaStream_t stream) {
     if (!tuned_supported(s)) return grad_u_v1(g, W, grad_u, s, stream);
     return with_km(s.in_dim, [&](auto km) {
@@ -1011,13 +1176,14 @@ cudaError_t backward_v4(const float *g, const float *u, const float *W, float *g
 
 }  // namespace
 
-int forward_version_count() { return 2; }
+int forward_version_count() { return 3; }
 int backward_version_count() { return 4; }
 
 const char *forward_version_name(int version) {
     switch (version) {
         case 1: return "blog_naive";
         case 2: return "tuned";
+        case 3: return "staged";
         default: return nullptr;
     }
 }
@@ -1038,6 +1204,7 @@ cudaError_t predict_forward(int version, const float *u, const float *W, float *
     switch (version) {
         case 1: return forward_v1(u, W, u_hat, shape, stream);
         case 2: return forward_v2(u, W, u_hat, shape, stream);
+        case 3: return forward_v3(u, W, u_hat, shape, stream);
         default: return cudaErrorInvalidValue;
     }
 }

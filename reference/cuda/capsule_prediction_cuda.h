@@ -13,6 +13,9 @@
 //   2 tuned       a block per (input capsule i, tile of batch rows); a thread
 //                 keeps W[i, je:je+V, :] in registers and streams the rows,
 //                 writing V consecutive outputs per row (coalesced).
+//   3 staged      version 2's walk with a grid of one wave (a block per two
+//                 capsules and every Y-th batch row), u staged by cp.async
+//                 and evict-first stores; version 2 outside its fast path.
 // Backward versions (both gradients):
 //   1 blog_naive  the blog's two kernels (grad_u, then grad_W), one thread per
 //                 output element, TF 1.x launch configuration.
@@ -40,9 +43,9 @@ struct PredictShape {
     int64_t batch, in_caps, out_caps, out_dim, in_dim;  // B, I, J, E, K
 };
 
-int forward_version_count();   // 2: versions are 1..count
+int forward_version_count();   // 3: versions are 1..count
 int backward_version_count();  // 4
-// "blog_naive", "tuned" / "blog_naive", "tuned", "fused", "tensor"; nullptr if unknown.
+// "blog_naive", "tuned", "staged" / "blog_naive", "tuned", "fused", "tensor"; nullptr if unknown.
 const char *forward_version_name(int version);
 const char *backward_version_name(int version);
 
