@@ -45,6 +45,16 @@ __global__ void flat_kernel(float4 *out, long n4) {
         __stcs(out + x, v);
 }
 
+// One T a thread in address order, evict-first or plain stores.
+template <typename T, bool kStreaming>
+__global__ void flat_store_kernel(T *out, long n) {
+    const long x = blockIdx.x * long(blockDim.x) + threadIdx.x;
+    if (x >= n) return;
+    T v{};
+    if constexpr (kStreaming) __stcs(out + x, v);
+    else out[x] = v;
+}
+
 // batch_rows' order: block = capsule i, (JE / V) x TY threads; thread walks
 // rows y, y + TY, ...
 template <int V>
@@ -293,6 +303,16 @@ int main(int argc, char **argv) {
         row("flat_1block_per_float4", median_us([&] {
                 flat_kernel<<<unsigned(out_n / 4 / 256), 256>>>(reinterpret_cast<float4 *>(out), out_n / 4);
             }));
+        auto flat_store = [&](auto *typed_out, auto kernel, const char *name) {
+            const long n = out_n * 4 / long(sizeof(*typed_out));
+            row(name, median_us([&] { kernel<<<unsigned((n + 255) / 256), 256>>>(typed_out, n); }));
+        };
+        flat_store(reinterpret_cast<float4 *>(out), flat_store_kernel<float4, true>, "flat_16B_cs");
+        flat_store(reinterpret_cast<float4 *>(out), flat_store_kernel<float4, false>, "flat_16B_plain");
+        flat_store(reinterpret_cast<float2 *>(out), flat_store_kernel<float2, true>, "flat_8B_cs");
+        flat_store(reinterpret_cast<float2 *>(out), flat_store_kernel<float2, false>, "flat_8B_plain");
+        flat_store(out, flat_store_kernel<float, true>, "flat_4B_cs");
+        flat_store(out, flat_store_kernel<float, false>, "flat_4B_plain");
         row("capsule_walk_v2_80x2", median_us([&] { capsule_walk_kernel<2><<<kIn, 160>>>(out, B, 2); }));
         for (int N : {4, 8})
             for (int R : {8, 32}) {
