@@ -80,6 +80,49 @@ __global__ void runs_kernel(float *out, int B, int N, int R) {
     }
 }
 
+// The compute kernels' shared pieces: W[i, q*V .. q*V + V, :] into
+// registers, one row's V outputs from its u row (two float4s), the V
+// outputs stored (evict-first or plain), and one 16-byte cp.async.
+template <int V>
+__device__ __forceinline__ void load_w(float (&w)[V][kK], const float *__restrict__ W, long i, int q) {
+    const float4 *w4 = reinterpret_cast<const float4 *>(W + (i * kJE + q * V) * kK);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const float4 lo = __ldg(w4 + 2 * v), hi = __ldg(w4 + 2 * v + 1);
+        w[v][0] = lo.x, w[v][1] = lo.y, w[v][2] = lo.z, w[v][3] = lo.w;
+        w[v][4] = hi.x, w[v][5] = hi.y, w[v][6] = hi.z, w[v][7] = hi.w;
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void row_outputs(float (&acc)[V], const float (&w)[V][kK], float4 lo, float4 hi) {
+    const float ur[kK] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        acc[v] = 0.f;
+#pragma unroll
+        for (int k = 0; k < kK; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
+    }
+}
+
+template <int V, bool kStreaming = true>
+__device__ __forceinline__ void store_outputs(float *p, const float (&acc)[V]) {
+    if constexpr (V == 4) {
+        const float4 o = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        if constexpr (kStreaming) __stcs(reinterpret_cast<float4 *>(p), o);
+        else *reinterpret_cast<float4 *>(p) = o;
+    } else {
+        const float2 o = make_float2(acc[0], acc[1]);
+        if constexpr (kStreaming) __stcs(reinterpret_cast<float2 *>(p), o);
+        else *reinterpret_cast<float2 *>(p) = o;
+    }
+}
+
+__device__ __forceinline__ void copy16_async(float4 *dst_shared, const float4 *src) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
 // runs_kernel computing u_hat: thread t is capsule i0 + t / 40, outputs
 // (t % 40) * 4 .. + 4 of its JE row; W's 4 x 8 values in registers.
 __global__ void __launch_bounds__(1024) predict_runs_kernel(const float *__restrict__ u, const float *__restrict__ W,
@@ -88,28 +131,14 @@ __global__ void __launch_bounds__(1024) predict_runs_kernel(const float *__restr
     const long i = long(blockIdx.x) * N + threadIdx.x / quads;
     const int q = threadIdx.x % quads;
     float w[4][kK];
-    const float4 *w4 = reinterpret_cast<const float4 *>(W + (i * kJE + q * 4) * kK);
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-        const float4 lo = __ldg(w4 + 2 * v), hi = __ldg(w4 + 2 * v + 1);
-        w[v][0] = lo.x, w[v][1] = lo.y, w[v][2] = lo.z, w[v][3] = lo.w;
-        w[v][4] = hi.x, w[v][5] = hi.y, w[v][6] = hi.z, w[v][7] = hi.w;
-    }
+    load_w<4>(w, W, i, q);
     const int b0 = blockIdx.y * R, b1 = min(B, b0 + R);
 #pragma unroll 4
     for (int b = b0; b < b1; ++b) {
         const float4 *u4 = reinterpret_cast<const float4 *>(u + (b * long(kIn) + i) * kK);
-        const float4 lo = __ldg(u4), hi = __ldg(u4 + 1);
-        const float ur[kK] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
         float acc[4];
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-            acc[v] = 0.f;
-#pragma unroll
-            for (int k = 0; k < kK; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
-        }
-        __stcs(reinterpret_cast<float4 *>(u_hat + (b * long(kIn) + i) * kJE + q * 4),
-               make_float4(acc[0], acc[1], acc[2], acc[3]));
+        row_outputs<4>(acc, w, __ldg(u4), __ldg(u4 + 1));
+        store_outputs<4>(u_hat + (b * long(kIn) + i) * kJE + q * 4, acc);
     }
 }
 
@@ -134,20 +163,13 @@ __global__ void __launch_bounds__(640) predict_balanced_kernel(const float *__re
     if constexpr (kStage) {
         for (int x = threadIdx.x; x < rows * N * 2; x += blockDim.x) {
             const int r = x / (N * 2), rest = x % (N * 2);
-            const float4 *src = reinterpret_cast<const float4 *>(u + (long(first + r * step) * kIn + i0) * kK) + rest;
-            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(u_stage + x));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+            copy16_async(u_stage + x,
+                         reinterpret_cast<const float4 *>(u + (long(first + r * step) * kIn + i0) * kK) + rest);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     }
     float w[V][kK];
-    const float4 *w4 = reinterpret_cast<const float4 *>(W + (i * kJE + q * V) * kK);
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-        const float4 lo = __ldg(w4 + 2 * v), hi = __ldg(w4 + 2 * v + 1);
-        w[v][0] = lo.x, w[v][1] = lo.y, w[v][2] = lo.z, w[v][3] = lo.w;
-        w[v][4] = hi.x, w[v][5] = hi.y, w[v][6] = hi.z, w[v][7] = hi.w;
-    }
+    load_w<V>(w, W, i, q);
     if constexpr (kStage) {
         asm volatile("cp.async.wait_all;\n" ::);
         __syncthreads();
@@ -162,17 +184,9 @@ __global__ void __launch_bounds__(640) predict_balanced_kernel(const float *__re
             const float4 *u4 = reinterpret_cast<const float4 *>(u + (b * kIn + i) * kK);
             lo = __ldg(u4), hi = __ldg(u4 + 1);
         }
-        const float ur[kK] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
         float acc[V];
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-            acc[v] = 0.f;
-#pragma unroll
-            for (int k = 0; k < kK; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
-        }
-        float *p = u_hat + (b * kIn + i) * kJE + q * V;
-        if constexpr (V == 4) __stcs(reinterpret_cast<float4 *>(p), make_float4(acc[0], acc[1], acc[2], acc[3]));
-        else __stcs(reinterpret_cast<float2 *>(p), make_float2(acc[0], acc[1]));
+        row_outputs<V>(acc, w, lo, hi);
+        store_outputs<V>(u_hat + (b * kIn + i) * kJE + q * V, acc);
     }
 }
 
@@ -196,9 +210,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks) predict_staged_kernel
     auto stage = [&](int r_begin, int r_end) {
         for (int x = r_begin * N * 2 + threadIdx.x; x < r_end * N * 2; x += blockDim.x) {
             const int r = x / (N * 2), rest = x % (N * 2);
-            const float4 *src = reinterpret_cast<const float4 *>(u + (long(y + r * Y) * kIn + i0) * kK) + rest;
-            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(u_stage + x));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+            copy16_async(u_stage + x, reinterpret_cast<const float4 *>(u + (long(y + r * Y) * kIn + i0) * kK) + rest);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
@@ -206,36 +218,14 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks) predict_staged_kernel
     stage(0, first);
     if (first < rows) stage(first, rows);
     float w[V][kK];
-    const float4 *w4 = reinterpret_cast<const float4 *>(W + (i * kJE + q * V) * kK);
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-        const float4 lo = __ldg(w4 + 2 * v), hi = __ldg(w4 + 2 * v + 1);
-        w[v][0] = lo.x, w[v][1] = lo.y, w[v][2] = lo.z, w[v][3] = lo.w;
-        w[v][4] = hi.x, w[v][5] = hi.y, w[v][6] = hi.z, w[v][7] = hi.w;
-    }
+    load_w<V>(w, W, i, q);
     auto compute_rows = [&](int r_begin, int r_end) {
 #pragma unroll 4
         for (int r = r_begin; r < r_end; ++r) {
             const long b = y + long(r) * Y;
-            const float4 lo = u_stage[(r * N + c) * 2], hi = u_stage[(r * N + c) * 2 + 1];
-            const float ur[kK] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             float acc[V];
-#pragma unroll
-            for (int v = 0; v < V; ++v) {
-                acc[v] = 0.f;
-#pragma unroll
-                for (int k = 0; k < kK; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
-            }
-            float *p = u_hat + (b * kIn + i) * kJE + q * V;
-            if constexpr (V == 4) {
-                const float4 o = make_float4(acc[0], acc[1], acc[2], acc[3]);
-                if constexpr (kStreaming) __stcs(reinterpret_cast<float4 *>(p), o);
-                else *reinterpret_cast<float4 *>(p) = o;
-            } else {
-                const float2 o = make_float2(acc[0], acc[1]);
-                if constexpr (kStreaming) __stcs(reinterpret_cast<float2 *>(p), o);
-                else *reinterpret_cast<float2 *>(p) = o;
-            }
+            row_outputs<V>(acc, w, u_stage[(r * N + c) * 2], u_stage[(r * N + c) * 2 + 1]);
+            store_outputs<V, kStreaming>(u_hat + (b * kIn + i) * kJE + q * V, acc);
         }
     };
     if (first < rows) {

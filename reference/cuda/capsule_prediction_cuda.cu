@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__res
 //    resident at once (one wave, no tail of late blocks), and at any moment
 //    the blocks write neighbouring batch rows, long contiguous runs of u_hat.
 //  - The block's u rows (rows x N x K floats) are copied to shared memory by
-//    cp.async in two groups, the first kFirstRows rows alone, so that the
+//    cp.async in two groups, the first kStagedFirstRows rows alone, so that the
 //    first stores need not wait for the whole tile.
 //  - Thread (c, q) keeps W[i0 + c, q*V .. q*V + V, :] in registers and
 //    stores V outputs a row as one evict-first vector store (st.global.cs).
@@ -421,10 +421,9 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
         for (int n = r_begin * per_row + threadIdx.x; n < r_end * per_row; n += blockDim.x) {
             const int r = n / per_row, rest = n % per_row;
             const float4 *src = reinterpret_cast<const float4 *>(u + (i64(y) + i64(r) * Y) * I * K + i64(i0) * K) + rest;
-            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(u_stage + r * N * Q + rest));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+            __pipeline_memcpy_async(u_stage + r * N * Q + rest, src, sizeof(float4));
         }
-        asm volatile("cp.async.commit_group;\n" ::);
+        __pipeline_commit();
     };
     stage(0, first_rows);
     stage(first_rows, rows);  // possibly empty
@@ -464,10 +463,10 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
             store_vec_streaming<V>(out + r * row_step, acc);
         }
     };
-    asm volatile("cp.async.wait_group 1;\n" ::);
+    __pipeline_wait_prior(1);  // the first rows have landed
     __syncthreads();
     compute_rows(0, first_rows);
-    asm volatile("cp.async.wait_group 0;\n" ::);
+    __pipeline_wait_prior(0);
     __syncthreads();
     compute_rows(first_rows, rows);
 }
@@ -954,7 +953,7 @@ cudaError_t forward_v2_km(const float *u, const float *W, float *u_hat, const Pr
 // pick_staged; Y (row groups) so that the grid fits in one wave.
 struct StagedPlan {
     const void *kernel = nullptr;  // a forward_staged_kernel instance
-    int V = 0, N = 0, threads = 0, Y = 0;
+    int N = 0, threads = 0, Y = 0;
     size_t smem = 0;
 };
 
@@ -979,9 +978,9 @@ bool plan_staged(const PredictShape &s, StagedPlan *plan) {
     i64 Y = std::max<i64>(1, i64(per_sm) * d.sms / groups);  // one wave
     Y = std::max(Y, (s.batch + max_rows - 1) / max_rows);   // the row tile fits in shared memory
     Y = std::min(Y, s.batch);
-    if (Y > 65535 || groups > INT_MAX) return false;
+    if (Y > 65535) return false;
     plan->kernel = reinterpret_cast<const void *>(kernel);
-    plan->V = V, plan->N = N, plan->threads = int(N * per_capsule), plan->Y = int(Y);
+    plan->N = N, plan->threads = int(N * per_capsule), plan->Y = int(Y);
     plan->smem = size_t((s.batch + Y - 1) / Y) * row_bytes;
     return true;
 }
@@ -991,9 +990,8 @@ bool plan_staged(const PredictShape &s, StagedPlan *plan) {
 // values stay within 32 registers). At MNIST shapes the plan is 80 threads
 // a block, 72 registers, 9 blocks an SM and Y = 2.
 bool pick_staged(const PredictShape &s, const float *u, const float *W, const float *u_hat, StagedPlan *plan) {
-    if (!aligned16(u) || !aligned16(W) || s.batch > INT_MAX / 2 || s.in_caps > INT_MAX ||
-        s.out_caps * s.out_dim > INT_MAX)
-        return false;
+    // The kernel's B, I and J*E are ints; plan_staged bounds J*E by the block size.
+    if (!aligned16(u) || !aligned16(W) || s.batch > INT_MAX / 2 || s.in_caps > INT_MAX) return false;
     const i64 JE = s.out_caps * s.out_dim;
     const bool v4 = JE % 4 == 0 && aligned16(u_hat), v2 = JE % 2 == 0 && aligned_to(u_hat, 8);
     switch (s.in_dim) {
