@@ -11,11 +11,10 @@
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
-#include <mutex>
 #include <type_traits>
-#include <vector>
 
 #include "capsule_prediction_tensor_cores.h"
+#include "device_limits.h"
 #include "pointer_alignment.h"
 
 namespace halcaps::cuda_reference {
@@ -47,35 +46,6 @@ __device__ __forceinline__ i64 min64(i64 a, i64 b) { return a < b ? a : b; }
 struct BlogLaunch {
     int blocks, threads;
 };
-
-struct DeviceLimits {
-    int sms = 0, threads_per_sm = 0, threads_per_block = 0;
-};
-
-// Device attributes, queried once per device.
-cudaError_t device_limits(DeviceLimits *out) {
-    static std::mutex mutex;
-    static std::vector<DeviceLimits> cache;
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (device >= static_cast<int>(cache.size())) cache.resize(device + 1);
-    DeviceLimits &d = cache[device];
-    if (d.sms == 0) {
-        DeviceLimits q;
-        if ((err = cudaDeviceGetAttribute(&q.sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-        if ((err = cudaDeviceGetAttribute(&q.threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device)) !=
-            cudaSuccess)
-            return err;
-        if ((err = cudaDeviceGetAttribute(&q.threads_per_block, cudaDevAttrMaxThreadsPerBlock, device)) !=
-            cudaSuccess)
-            return err;
-        d = q;
-    }
-    *out = d;
-    return cudaSuccess;
-}
 
 cudaError_t blog_launch_config(i64 work_elements, BlogLaunch *config) {
     DeviceLimits d;

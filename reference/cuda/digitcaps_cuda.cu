@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "device_limits.h"
 #include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
 
@@ -431,8 +432,9 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPla
     // whose blocks need no more shared memory).
     const bool fast = fused::fast_shape(s);
     const fused::Args a = fused::args_for(s, fast, 1);
-    int sms = 0, per_sm = 0;
-    if (cudaError_t err = digitcaps_shared::sm_count(&sms); err != cudaSuccess) return err;
+    DeviceLimits device;
+    int per_sm = 0;
+    if (cudaError_t err = device_limits(&device); err != cudaSuccess) return err;
     if (cudaError_t err = fused::with_pass_variant(fast, a.E, [&](auto variant) {
             using V = decltype(variant);
             return fused::blocks_per_sm<V::EM, V::FAST>(a, &per_sm);
@@ -441,7 +443,7 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPla
         return err;
     }
     const i64 batch_tiles = (s.batch + fused::kLanes - 1) / fused::kLanes;
-    plan->chunk = digitcaps_shared::chunk_filling_device(s.in_caps, batch_tiles, per_sm, sms, 1);
+    plan->chunk = digitcaps_shared::chunk_filling_device(s.in_caps, batch_tiles, per_sm, device.sms, 1);
     plan->chunks = (s.in_caps + plan->chunk - 1) / plan->chunk;
     plan->scratch_floats = (plan->chunks + 1) * s.batch * s.out_caps * s.out_dim;
     return cudaSuccess;

@@ -171,11 +171,4 @@ inline int64_t chunk_filling_device(int64_t in_caps, int64_t batch_tiles, int pe
     return (chunk + multiple - 1) / multiple * multiple;
 }
 
-// The current device's SM count, which the fused versions' chunk counts fill.
-inline cudaError_t sm_count(int *sms) {
-    int device = 0;
-    if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-    return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
-}
-
 }  // namespace halcaps::cuda_reference::digitcaps_shared

@@ -71,6 +71,7 @@
 #include <type_traits>
 
 #include "digitcaps_cuda.h"
+#include "device_limits.h"
 #include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
 #include "tf32_mma.cuh"
@@ -490,8 +491,9 @@ DigitCapsFusedRefusal digitcaps_tensor_refusal(const DigitCapsLayerShape &s) {
 
 cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorPlan *plan) {
     tensor::block_shape(s, &plan->m_tiles, &plan->i_lanes);
-    int sms = 0, per_sm = 0;
-    if (cudaError_t err = digitcaps_shared::sm_count(&sms); err != cudaSuccess) return err;
+    DeviceLimits device;
+    int per_sm = 0;
+    if (cudaError_t err = device_limits(&device); err != cudaSuccess) return err;
     const int threads = 32 * plan->m_tiles * plan->i_lanes;
     if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
@@ -505,7 +507,7 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     }
     const int64_t tile_rows = int64_t(plan->m_tiles) * tensor::kRows;
     const int64_t batch_tiles = (s.batch + tile_rows - 1) / tile_rows;
-    plan->chunk = digitcaps_shared::chunk_filling_device(s.in_caps, batch_tiles, per_sm, sms, plan->i_lanes);
+    plan->chunk = digitcaps_shared::chunk_filling_device(s.in_caps, batch_tiles, per_sm, device.sms, plan->i_lanes);
     plan->chunks = (s.in_caps + plan->chunk - 1) / plan->chunk;
     plan->scratch_floats = (plan->chunks + 1) * s.batch * s.out_caps * s.out_dim;
     return cudaSuccess;
