@@ -338,6 +338,130 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
         .unroll(ko);
 }
 
+// The knobs of the capsule-runs forward (schedules/spaces/capsule_predict_cuda_runs.space).
+struct PredictRunsTiling {
+    int e_vector = 2;  // consecutive e a thread: one store of this many floats a row (2 or 4)
+    int run_caps = 4;  // input capsules a block: each batch row's run is run_caps * J * E floats
+    int run_rows = 64; // batch rows a block, walked by each of its threads
+    bool stage_u = true;  // u's tile in shared memory (else each row's u read through L1)
+    int stage_rows = 0;   // with stage_u: rows staged at a time (0: all run_rows at once)
+};
+
+// capsule runs: a block owns `run_caps` consecutive input capsules and
+// `run_rows` consecutive batch rows; a thread owns e_vector consecutive
+// outputs of one (e, j, i) row, keeps their e_vector x K values of W in
+// registers and walks the block's rows, so that for each row the block
+// writes run_caps * J * E contiguous floats, its threads in address order,
+// and consecutive blocks continue the run (blocks are numbered capsules
+// first). Across the grid u_hat is then written close to address order:
+// resident blocks of one row group write the same rows of neighbouring
+// capsule runs. batch_rows instead walks a capsule's rows, 640-byte runs
+// 737 KB apart at MNIST, which with the plain stores Halide emits DRAM
+// serves slowly (bench/results/nvidia-h200-store-order/). The price: W is
+// read once per row group instead of once per capsule (B / run_rows times,
+// mostly from L2). The block's u tile (run_caps x run_rows rows of K) is
+// staged in shared memory; a row's K values are read from it as 16-byte
+// broadcasts.
+// Fast path: out_dim a multiple of e_vector, in_dim 8, in_caps a multiple
+// of run_caps, the batch of run_rows, and the block's (J * E / e_vector) x
+// run_caps threads within 1024 (specialised); elsewhere the same mapping
+// runs guarded, 32 threads along the (e, j) row, slowly, so the runtime
+// picks it only where the fast path applies.
+void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
+    if (t.e_vector != 2 && t.e_vector != 4) {
+        throw CompileError("capsule_predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
+    }
+    if (s.intermediate_out_dim.defined()) {
+        throw CompileError("capsule_predict: capsule runs schedule only the forward's own output");
+    }
+    const int V = t.e_vector, C = t.run_caps, R = t.run_rows;
+    const int S = (t.stage_rows == 0 || t.stage_rows > R) ? R : t.stage_rows;  // rows a staging step
+    if (R % S != 0) {
+        throw CompileError("capsule_predict: capsule runs' stage_rows (" + std::to_string(S) +
+                           ") must divide run_rows (" + std::to_string(R) + ")");
+    }
+    if (t.stage_u && C * S * 8 * 4 > 48 * 1024) {
+        throw CompileError("capsule_predict: capsule runs' u tile (" + std::to_string(C) + " capsules x " +
+                           std::to_string(S) + " rows x 8 floats) passes 48 KB of shared memory");
+    }
+    const Expr K = s.rk.x.extent();
+    const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
+    const Expr out_caps = s.u_hat.output_buffer().dim(1).extent();
+    const Expr in_caps = s.u_hat.output_buffer().dim(2).extent();
+    const Expr batch = s.u_hat.output_buffer().dim(3).extent();
+    const Expr row_threads = out_caps * out_dim / V;  // threads along a capsule's (e, j) row
+    // The V-float stores need u_hat's row offsets provably multiples of V:
+    // Halide addresses it through its strides, so their divisibility is part
+    // of the condition (always true for a dense u_hat in the fast path), and
+    // its start is declared aligned (device tensors are 16-byte aligned,
+    // which the runtime checks; Halide checks a host u_hat).
+    const Expr fast = (out_dim % V == 0) && (K == 8) && (in_caps % C == 0) && (batch % R == 0) &&
+                      (row_threads * C <= 1024) && (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
+                      (s.u_hat.output_buffer().dim(2).stride() % V == 0) &&
+                      (s.u_hat.output_buffer().dim(3).stride() % V == 0);
+    s.u_hat.output_buffer().set_host_alignment(4 * V);
+
+    Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi"), bs("bs");
+    // bs: the staging steps, a serial loop of the block around its threads
+    // (extent 1 unless stage_rows splits the rows).
+    auto mapping = [&](Stage f, const Expr &threads_along_row, TailStrategy tail) {
+        f.split(s.e, eo, ei, V, tail)
+            .fuse(eo, s.j, ej)
+            .split(ej, ejo, ejt, threads_along_row, tail)
+            .split(s.i, io, ii, C, tail)
+            .split(s.b, bo, bi, R, tail)
+            .split(bi, bs, bi, S, tail)
+            .reorder(ei, bi, ejt, ii, bs, ejo, io, bo)
+            .gpu_threads(ejt, ii)
+            .gpu_blocks(ejo, io, bo)
+            .vectorize(ei);
+    };
+    mapping(s.u_hat.specialize(fast), row_threads, TailStrategy::RoundUp);
+    mapping(s.u_hat, 32, TailStrategy::GuardWithIf);
+
+    // A row's V accumulators (one vector), in registers; bounds inference
+    // cannot see through the fused (e, j) index.
+    s.accum.compute_at(s.u_hat, bi)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.e, V)
+        .bound_extent(s.j, 1)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, 1)
+        .vectorize(s.e);
+    RVar rko("rko"), rki("rki");
+    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(s.e, rki, rko).vectorize(s.e).unroll(rki);
+    s.accum.update().specialize(K == 8);
+
+    // A row's 8 values of u, in registers: read from the staged tile 4
+    // wide, or from global memory (scalar loads: u's alignment is not
+    // known here).
+    std::vector<Var> a = s.u_in.args();  // (k, i, b)
+    Var ko("u_ko"), ki("u_ki"), flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
+    if (t.stage_u) {
+        // The block's u tile of a staging step (rows of 8 floats, k
+        // innermost), copied a float a thread by 32 x run_caps threads.
+        s.u_in.compute_at(s.u_hat, bs)
+            .store_in(MemoryType::GPUShared)
+            .align_storage(a[0], 8)
+            .bound_extent(a[1], C)
+            .align_bounds(a[1], C)
+            .bound_extent(a[2], S)
+            .align_bounds(a[2], S)
+            .fuse(a[0], a[1], flat)
+            .fuse(flat, a[2], flat)
+            .split(flat, flat_o, flat_i, 32 * C, TailStrategy::GuardWithIf)
+            .split(flat_i, ty, tx, 32)
+            .gpu_threads(tx, ty);
+    }
+    Func u_row = s.u_in.in(s.accum);
+    u_row.compute_at(s.accum, rko)
+        .store_in(MemoryType::Register)
+        .bound_extent(a[0], 8)
+        .split(a[0], ko, ki, 4)
+        .vectorize(ki)
+        .unroll(ko);
+}
+
 // tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
 // batch element, as the hand-written forward does: a thread reads its 8 W
 // values of the tile once and, per batch element, the 8 u values of the tile
@@ -835,6 +959,8 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
     }
     if (device == "cpu") {
         predict_cpu_tiled(target, s, {v["tile_i"], v["vec_mult"], v["stage_w"] != 0});
+    } else if (v["runs"] != 0) {
+        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["u_through_l1"] == 0, v["stage_rows"]});
     } else {
         predict_gpu_tiled(s, {v["ej_threads"], v["i_threads"], v["batch_tile"], v["stage_u"] != 0});
     }

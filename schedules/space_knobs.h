@@ -50,7 +50,15 @@ inline const std::vector<SpaceSpec> &specs() {
          {{"ej_threads", 1, 1024, true, 32, "threads along the fused (e, j) row"},
           {"i_threads", 1, 1024, true, 4, "threads along input capsules"},
           {"batch_tile", 1, 64, true, 16, "batch elements per thread (register accumulators)"},
-          {"stage_u", 0, 1, false, 0, "copy the block's u tile to shared memory"}}},
+          {"stage_u", 0, 1, false, 0, "copy the block's u tile to shared memory"},
+          // runs=1 picks the capsule-runs family (PredictRunsTiling), which
+          // reads only the knobs after runs.
+          {"runs", 0, 1, false, 0, "capsule runs: a block over run_caps capsules x run_rows rows"},
+          {"e_vector", 2, 4, true, 2, "capsule runs: consecutive e a thread, one store a row"},
+          {"run_caps", 1, 64, true, 4, "capsule runs: input capsules a block"},
+          {"run_rows", 1, 1024, true, 64, "capsule runs: batch rows a block, walked by each thread"},
+          {"u_through_l1", 0, 1, false, 0, "capsule runs: each row's u read through L1, not staged"},
+          {"stage_rows", 0, 1024, false, 0, "capsule runs: rows of u staged at a time (0: all of run_rows)"}}},
         // The fused DigitCaps layer's pass kernel (schedules/digitcaps_fused_schedules.cpp,
         // FusedGpuTiling); defaults are those of `fused`.
         {"digitcaps_fused", "cuda",
