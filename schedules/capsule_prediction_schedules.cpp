@@ -24,7 +24,7 @@ namespace {
 
 const std::vector<std::string> kCpuSchedules = {"cpu"};
 const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged", "tuned_k8", "batch_vectors",
-                                                         "batch_walk", "batch_rows"};
+                                                         "batch_walk", "batch_rows", "capsule_runs"};
 const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned", "vectors"};
 
 // ---------------------------------------------------------------- forward --
@@ -340,33 +340,42 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
 
 // The knobs of the capsule-runs forward (schedules/spaces/capsule_predict_cuda_runs.space).
 struct PredictRunsTiling {
-    int e_vector = 2;  // consecutive e a thread: one store of this many floats a row (2 or 4)
-    int run_caps = 4;  // input capsules a block: each batch row's run is run_caps * J * E floats
-    int run_rows = 64; // batch rows a block, walked by each of its threads
-    bool stage_u = true;  // u's tile in shared memory (else each row's u read through L1)
-    int stage_rows = 0;   // with stage_u: rows staged at a time (0: all run_rows at once)
+    int e_vector = 2;    // consecutive e a thread: one store of this many floats a row (2 or 4)
+    int run_caps = 2;    // input capsules a block: each batch row's run is run_caps * J * E floats
+    int run_rows = 64;   // batch rows a block, walked by each of its threads (when row_groups is 0)
+    int row_groups = 2;  // if not 0: the batch split into this many groups of rows, a group a block
+    int copy_unroll = 4; // u's tile copied 4 floats a thread by 64 x run_caps threads, this many pieces
+                         // in flight a thread; 0: a float a thread by 32 x run_caps threads
 };
 
-// capsule runs: a block owns `run_caps` consecutive input capsules and
-// `run_rows` consecutive batch rows; a thread owns e_vector consecutive
-// outputs of one (e, j, i) row, keeps their e_vector x K values of W in
-// registers and walks the block's rows, so that for each row the block
-// writes run_caps * J * E contiguous floats, its threads in address order,
-// and consecutive blocks continue the run (blocks are numbered capsules
-// first). Across the grid u_hat is then written close to address order:
-// resident blocks of one row group write the same rows of neighbouring
-// capsule runs. batch_rows instead walks a capsule's rows, 640-byte runs
-// 737 KB apart at MNIST, which with the plain stores Halide emits DRAM
-// serves slowly (bench/results/nvidia-h200-store-order/). The price: W is
-// read once per row group instead of once per capsule (B / run_rows times,
-// mostly from L2). The block's u tile (run_caps x run_rows rows of K) is
-// staged in shared memory; a row's K values are read from it as 16-byte
-// broadcasts.
-// Fast path: out_dim a multiple of e_vector, in_dim 8, in_caps a multiple
-// of run_caps, the batch of run_rows, and the block's (J * E / e_vector) x
-// run_caps threads within 1024 (specialised); elsewhere the same mapping
-// runs guarded, 32 threads along the (e, j) row, slowly, so the runtime
-// picks it only where the fast path applies.
+// capsule runs: a block owns `run_caps` consecutive input capsules and a
+// range of consecutive batch rows (run_rows of them, or batch / row_groups);
+// a thread owns e_vector consecutive outputs of one (e, j, i) row, keeps
+// their e_vector x K values of W in registers and walks the block's rows,
+// so that for each row the block writes run_caps * J * E contiguous floats,
+// its threads in address order, and the next block (blocks are numbered
+// capsules first) continues the run. The whole grid is resident at once at
+// MNIST, so it writes u_hat row group by row group, close to address order.
+// batch_rows instead walks one capsule's rows, 640-byte runs 737 KB apart
+// at MNIST, which DRAM serves slowly under the plain stores Halide emits
+// (bench/results/nvidia-h200-store-order/). The price: W is read once per
+// row group instead of once per capsule (mostly from L2). The block's u tile
+// (run_caps capsules x its rows x 8 floats) is staged in shared memory
+// first; a row's 8 values are read from it as two 16-byte broadcasts.
+// Fast path (specialised): out_dim a multiple of e_vector, in_dim 8, in_caps
+// a multiple of run_caps, the batch a multiple of the rows a block, the
+// block's (J * E / e_vector) x run_caps threads within 1024 and its tile
+// within 48 KB; elsewhere the same mapping runs guarded, 32 threads along
+// the (e, j) row and 16 rows a block, slowly, so the runtime picks it only
+// where the fast path applies (capsule_runs_fits in
+// runtime/src/capsule_prediction.cpp).
+// Explored on an NVIDIA H200 (bench/results/nvidia-h200-capsule-runs/, runs
+// 1-2, `halcaps explore run` over the space): e_vector 4 (56 registers)
+// lost at every point; reading each row's u through L1, or staging the tile
+// 16 rows at a time (a barrier and W's loads again each step), were 1.5-2x
+// slower (those knobs are gone); run_caps 2 won at both sizes, with the
+// whole grid 1152 blocks (2 row groups): 34.4 us at MNIST b128 (run_rows
+// 64), 112.4 at b512 (run_rows 256), against batch_rows' 36.4 / 132.3.
 void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     if (t.e_vector != 2 && t.e_vector != 4) {
         throw CompileError("capsule_predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
@@ -374,50 +383,45 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     if (s.intermediate_out_dim.defined()) {
         throw CompileError("capsule_predict: capsule runs schedule only the forward's own output");
     }
-    const int V = t.e_vector, C = t.run_caps, R = t.run_rows;
-    const int S = (t.stage_rows == 0 || t.stage_rows > R) ? R : t.stage_rows;  // rows a staging step
-    if (R % S != 0) {
-        throw CompileError("capsule_predict: capsule runs' stage_rows (" + std::to_string(S) +
-                           ") must divide run_rows (" + std::to_string(R) + ")");
-    }
-    if (t.stage_u && C * S * 8 * 4 > 48 * 1024) {
-        throw CompileError("capsule_predict: capsule runs' u tile (" + std::to_string(C) + " capsules x " +
-                           std::to_string(S) + " rows x 8 floats) passes 48 KB of shared memory");
-    }
+    const int V = t.e_vector, C = t.run_caps;
     const Expr K = s.rk.x.extent();
     const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
     const Expr out_caps = s.u_hat.output_buffer().dim(1).extent();
     const Expr in_caps = s.u_hat.output_buffer().dim(2).extent();
     const Expr batch = s.u_hat.output_buffer().dim(3).extent();
-    const Expr row_threads = out_caps * out_dim / V;  // threads along a capsule's (e, j) row
+    // Threads along a capsule's (e, j) row, and rows a block, in the fast
+    // path (the guarded path takes 32 and 16). Halide checks every split
+    // factor before it picks a path, so both are at least 1 at any shape.
+    const Expr row_threads = max(out_caps * out_dim / V, 1);
+    const Expr rows = t.row_groups > 0 ? max(batch / t.row_groups, 1) : Expr(t.run_rows);
+    const int kGuardedRows = 16;
+    const int kMaxTileRows = 48 * 1024 / (C * 8 * 4);  // the tile within 48 KB of shared memory
     // The V-float stores need u_hat's row offsets provably multiples of V:
     // Halide addresses it through its strides, so their divisibility is part
     // of the condition (always true for a dense u_hat in the fast path), and
     // its start is declared aligned (device tensors are 16-byte aligned,
     // which the runtime checks; Halide checks a host u_hat).
-    const Expr fast = (out_dim % V == 0) && (K == 8) && (in_caps % C == 0) && (batch % R == 0) &&
-                      (row_threads * C <= 1024) && (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
+    const Expr fast = (out_dim % V == 0) && (K == 8) && (in_caps % C == 0) && (batch >= t.row_groups) &&
+                      (rows <= kMaxTileRows) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
+                      (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(2).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(3).stride() % V == 0);
     s.u_hat.output_buffer().set_host_alignment(4 * V);
 
-    Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi"), bs("bs");
-    // bs: the staging steps, a serial loop of the block around its threads
-    // (extent 1 unless stage_rows splits the rows).
-    auto mapping = [&](Stage f, const Expr &threads_along_row, TailStrategy tail) {
+    Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi");
+    auto mapping = [&](Stage f, const Expr &threads_along_row, const Expr &block_rows, TailStrategy tail) {
         f.split(s.e, eo, ei, V, tail)
             .fuse(eo, s.j, ej)
             .split(ej, ejo, ejt, threads_along_row, tail)
             .split(s.i, io, ii, C, tail)
-            .split(s.b, bo, bi, R, tail)
-            .split(bi, bs, bi, S, tail)
-            .reorder(ei, bi, ejt, ii, bs, ejo, io, bo)
+            .split(s.b, bo, bi, block_rows, tail)
+            .reorder(ei, bi, ejt, ii, ejo, io, bo)
             .gpu_threads(ejt, ii)
             .gpu_blocks(ejo, io, bo)
             .vectorize(ei);
     };
-    mapping(s.u_hat.specialize(fast), row_threads, TailStrategy::RoundUp);
-    mapping(s.u_hat, 32, TailStrategy::GuardWithIf);
+    mapping(s.u_hat.specialize(fast), row_threads, rows, TailStrategy::RoundUp);
+    mapping(s.u_hat, 32, kGuardedRows, TailStrategy::GuardWithIf);
 
     // A row's V accumulators (one vector), in registers; bounds inference
     // cannot see through the fused (e, j) index.
@@ -432,27 +436,38 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(s.e, rki, rko).vectorize(s.e).unroll(rki);
     s.accum.update().specialize(K == 8);
 
-    // A row's 8 values of u, in registers: read from the staged tile 4
-    // wide, or from global memory (scalar loads: u's alignment is not
-    // known here).
+    // The block's u tile (rows of 8 floats, k innermost) in shared memory.
     std::vector<Var> a = s.u_in.args();  // (k, i, b)
     Var ko("u_ko"), ki("u_ki"), flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
-    if (t.stage_u) {
-        // The block's u tile of a staging step (rows of 8 floats, k
-        // innermost), copied a float a thread by 32 x run_caps threads.
-        s.u_in.compute_at(s.u_hat, bs)
-            .store_in(MemoryType::GPUShared)
-            .align_storage(a[0], 8)
-            .bound_extent(a[1], C)
-            .align_bounds(a[1], C)
-            .bound_extent(a[2], S)
-            .align_bounds(a[2], S)
-            .fuse(a[0], a[1], flat)
+    Var fo("u_fo"), fu("u_fu");
+    s.u_in.compute_at(s.u_hat, ejo).store_in(MemoryType::GPUShared).align_storage(a[0], 8);
+    if (t.copy_unroll > 0) {
+        // 4 floats a thread (one 16-byte shared store; the loads from u are
+        // 4 scalar ones, its clamped index hiding their alignment), each
+        // thread walking the tile 64 x run_caps pieces apart, its walk
+        // unrolled so that copy_unroll pieces are loaded before the first
+        // store waits. Rows of 8 floats keep every piece within a row; the
+        // k split is guarded only off the fast path (in_dim 8 there).
+        const int threads = 64 * C;
+        s.u_in.split(a[0], ko, ki, 4, TailStrategy::GuardWithIf)
+            .vectorize(ki)
+            .fuse(ko, a[1], flat)
+            .fuse(flat, a[2], flat)
+            .split(flat, flat_o, flat_i, threads, TailStrategy::GuardWithIf)
+            .split(flat_o, fo, fu, t.copy_unroll, TailStrategy::GuardWithIf)
+            .reorder(ki, fu, fo, flat_i)
+            .unroll(fu)
+            .split(flat_i, ty, tx, 32)
+            .gpu_threads(tx, ty);
+    } else {
+        // A float a thread by 32 x run_caps threads.
+        s.u_in.fuse(a[0], a[1], flat)
             .fuse(flat, a[2], flat)
             .split(flat, flat_o, flat_i, 32 * C, TailStrategy::GuardWithIf)
             .split(flat_i, ty, tx, 32)
             .gpu_threads(tx, ty);
     }
+    // A row's 8 values of u, in registers, read from the tile 4 wide.
     Func u_row = s.u_in.in(s.accum);
     u_row.compute_at(s.accum, rko)
         .store_in(MemoryType::Register)
@@ -461,6 +476,15 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
         .vectorize(ki)
         .unroll(ko);
 }
+
+// capsule_runs: predict_capsule_runs with 2 capsules a block (160 threads
+// at MNIST), the batch in 2 row groups (1152 blocks at MNIST, all resident
+// at once), 8-byte stores: the best of the capsule-runs space at MNIST b128
+// and b512 (the fixed-rows points that won there had the same grid).
+// Predicted from runs 1-2 (the same kernels as run_rows 64 at b128 and 256
+// at b512): 34.4 / 112.4 us on an NVIDIA H200, against batch_rows' 36.4 /
+// 132.3. Measured: see the README of bench/results/nvidia-h200-capsule-runs/.
+void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2, 4}); }
 
 // tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
 // batch element, as the hand-written forward does: a thread reads its 8 W
@@ -960,7 +984,7 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
     if (device == "cpu") {
         predict_cpu_tiled(target, s, {v["tile_i"], v["vec_mult"], v["stage_w"] != 0});
     } else if (v["runs"] != 0) {
-        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["u_through_l1"] == 0, v["stage_rows"]});
+        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["row_groups"], v["copy_unroll"]});
     } else {
         predict_gpu_tiled(s, {v["ej_threads"], v["i_threads"], v["batch_tile"], v["stage_u"] != 0});
     }
@@ -999,6 +1023,7 @@ void schedule_predict(const std::string &name, const Target &target, PredictStag
     if (name == "batch_vectors") predict_batch_vectors(s);
     if (name == "batch_walk") predict_batch_walk(s);
     if (name == "batch_rows") predict_batch_walk(s, true);
+    if (name == "capsule_runs") predict_capsule_runs_default(s);
     if (name == "staged") predict_staged(s);
     if (name == "registers") predict_registers(s);
 }

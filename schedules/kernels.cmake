@@ -12,10 +12,15 @@ halcaps_add_kernel(capsule_predict              tuned_k8  cuda)
 halcaps_add_kernel(capsule_predict              batch_vectors cuda)
 # batch_walk: the hand-written forward's design (H200, MNIST b128 38.0 us,
 # batch_vectors 47.3); batch_rows: the same with a block over a capsule's
-# whole (e, j) row (36.6 us against 38.0 in one run). The CUDA default is
-# batch_rows, then batch_walk, where their fast paths apply.
+# whole (e, j) row (36.6 us against 38.0 in one run). Where capsule_runs'
+# fast path does not apply, the CUDA default is batch_rows, then batch_walk,
+# where theirs do.
 halcaps_add_kernel(capsule_predict              batch_walk cuda)
 halcaps_add_kernel(capsule_predict              batch_rows cuda)
+# capsule_runs: a block over 2 capsules and half the batch, so that the grid
+# writes u_hat close to address order (H200, MNIST b128 34.4 us, b512 112.4,
+# batch_rows 36.4 / 132.3); the CUDA default where its fast path applies.
+halcaps_add_kernel(capsule_predict              capsule_runs cuda)
 # The best point of `halcaps explore` over schedules/spaces/capsule_predict_cpu.space,
 # pasted from its best.txt (2026-11-21, MNIST b128, 2-core AMD EPYC with
 # AVX-512: 7.64 ms against 7.99 ms for tile_i=16, i.e. `cpu`, within noise).

@@ -79,14 +79,20 @@ TEST_CASE("cuda: predict's default off batch_walk's shapes is right at in_dim 8,
 }
 
 // At batch_walk's shapes (out_dim 16, in_dim 8, a batch that is a multiple
-// of 128) the default is batch_rows (out_caps 8 to 32) or batch_walk (other
-// out_caps) when u_hat starts on an 8-byte boundary, and batch_vectors
-// otherwise: right either way. Each asked for by name with such a host u_hat
-// is refused with misaligned_pointer, naming u_hat.
+// of 128) the default is capsule_runs (an even in_caps), else batch_rows
+// (out_caps 8 to 32) or batch_walk (other out_caps) when u_hat starts on an
+// 8-byte boundary, and batch_vectors otherwise: right either way. Each asked
+// for by name with such a host u_hat is refused with misaligned_pointer,
+// naming u_hat.
 TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off an 8-byte boundary",
           "[cuda][default]") {
-    for (const auto &[out_caps, fast_kernel] : {std::pair<int64_t, const char *>{3, "batch_walk"}, {10, "batch_rows"}}) {
-        const reference::PredictShape shape{128, 5, 8, out_caps, 16};
+    struct Case {
+        int64_t in_caps, out_caps;
+        const char *fast_kernel;
+    };
+    for (const auto &[in_caps, out_caps, fast_kernel] :
+         {Case{5, 3, "batch_walk"}, Case{5, 10, "batch_rows"}, Case{6, 10, "capsule_runs"}}) {
+        const reference::PredictShape shape{128, in_caps, 8, out_caps, 16};
         PredictProblem p(shape);
         INFO("seed " << seed() << ", shape " << shape_name(shape) << ", fast kernel " << fast_kernel);
         const std::vector<double> expected = reference::predict_f64(p.s, p.u.data(), p.W.data());
@@ -195,6 +201,19 @@ TEST_CASE("cuda: the staged forward's fast path at odd shapes", "[cuda][staged]"
     for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{
              {37, 5, 4, 3, 6}, {130, 37, 8, 11, 16}, {33, 7, 16, 3, 10}, {1000, 3, 8, 1, 4}, {3, 1, 8, 1, 2}}) {
         check_predict(shape, cuda_options("cuda_staged"));
+    }
+}
+
+// capsule_runs' fast path (out_dim, in_caps and the batch even, in_dim 8)
+// at shapes that reach its corners: one row a block and one thread along a
+// capsule's row (batch 2, out_caps * out_dim 2), an odd number of rows a
+// block (65), a block of 1024 threads (out_caps * out_dim 1024), the largest
+// tile (768 rows, 48 KB) and one row past it (the guarded mapping then
+// runs). Shapes are {B, I, K, J, E}.
+TEST_CASE("cuda: the capsule-runs forward's fast path at odd shapes", "[cuda][runs]") {
+    for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{
+             {2, 2, 8, 1, 2}, {130, 38, 8, 11, 16}, {6, 4, 8, 64, 16}, {1536, 2, 8, 1, 2}, {1538, 4, 8, 3, 2}}) {
+        check_predict(shape, cuda_options("capsule_runs"));
     }
 }
 

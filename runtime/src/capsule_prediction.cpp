@@ -38,6 +38,23 @@ bool batch_rows_fits(const TensorView &u, const TensorView &u_hat) {
     return batch_walk_fits(u, u_hat) && u_hat.shape[2] >= 8 && u_hat.shape[2] <= 32;
 }
 
+// capsule_runs' fast path (schedules/capsule_prediction_schedules.cpp,
+// predict_capsule_runs with 2 capsules a block and 2 row groups): out_dim
+// and in_caps even, in_dim 8, an even batch of at most 1536 (the block's u
+// tile, 2 capsules x batch / 2 rows x 8 floats, within 48 KB of shared
+// memory), out_caps * out_dim at most 1024 (the block's threads), and u_hat
+// on an 8-byte boundary (its stores are 8 bytes; misaligned_pointer from
+// the kernel's own check otherwise). The default takes it only up to
+// out_caps * out_dim 256: on an H200 it beat batch_rows at 160 (MNIST,
+// batch 128 to 1024) and lost at 512 (out_caps 32: 102.0 us against 97.8,
+// bench/results/nvidia-h200-capsule-runs/run3); between, not measured.
+bool capsule_runs_fits(const TensorView &u, const TensorView &u_hat) {
+    const int64_t batch = u_hat.shape[0], in_caps = u_hat.shape[1], out_caps = u_hat.shape[2],
+                  out_dim = u_hat.shape[3];
+    return out_dim % 2 == 0 && in_caps % 2 == 0 && u.shape[2] == 8 && batch % 2 == 0 && batch <= 1536 &&
+           out_caps * out_dim <= 256 && reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 == 0;
+}
+
 // The `vectors` gradients' fast path (schedules/capsule_prediction_schedules.cpp,
 // grad_input_row_vectors and grad_weight_quads): out_dim 16, in_dim 8 or 16.
 // Their kernels load and store 16 bytes at a time and so require every tensor
@@ -67,10 +84,12 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     if (Status s = check_device_ready(op, device); !s.ok()) return s;
 
     std::string implementation = chosen_implementation(options, device);
-    // On CUDA the forward's default is `batch_rows` where its fast path
-    // applies (batch_rows_fits), else `batch_walk` where its own does
+    // On CUDA the forward's default is `capsule_runs` where its fast path
+    // applies (capsule_runs_fits), else `batch_rows` where its own does
+    // (batch_rows_fits), else `batch_walk` where its own does
     // (batch_walk_fits), else `batch_vectors`: the fastest Halide forwards
-    // measured on an H200 (2026-11-22, device time). MNIST b128: batch_rows
+    // measured on an H200 (2026-11-22, device time). capsule_runs against
+    // batch_rows: see bench/results/nvidia-h200-capsule-runs/. MNIST b128: batch_rows
     // 36.5 / 36.7 us against batch_walk's 38.1 / 38.0 in one run (seeds 823
     // and 824, bench/results/nvidia-h200-batch-rows/run2), b512 132.2 /
     // 132.0 against 131.2 / 131.4, out_caps 32 96.7 / 96.6 against 108.3;
@@ -78,9 +97,10 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     // 391, nvidia-h200-batch-walk/final). Wide b32 (K = 16, outside both fast
     // paths): batch_vectors 106.7 us, batch_walk 1112.6.
     if (options.implementation.empty() && device == Device::cuda) {
-        implementation = batch_rows_fits(u, u_hat)   ? "batch_rows"
-                         : batch_walk_fits(u, u_hat) ? "batch_walk"
-                                                     : "batch_vectors";
+        implementation = capsule_runs_fits(u, u_hat) ? "capsule_runs"
+                         : batch_rows_fits(u, u_hat)   ? "batch_rows"
+                         : batch_walk_fits(u, u_hat)   ? "batch_walk"
+                                                       : "batch_vectors";
     }
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_predict(implementation, u, W, u_hat, options);
