@@ -344,8 +344,6 @@ struct PredictRunsTiling {
     int run_caps = 2;    // input capsules a block: each batch row's run is run_caps * J * E floats
     int run_rows = 64;   // batch rows a block, walked by each of its threads (when row_groups is 0)
     int row_groups = 2;  // if not 0: the batch split into this many groups of rows, a group a block
-    int copy_unroll = 4; // u's tile copied 4 floats a thread by 64 x run_caps threads, this many pieces
-                         // in flight a thread; 0: a float a thread by 32 x run_caps threads
 };
 
 // capsule runs: a block owns `run_caps` consecutive input capsules and a
@@ -360,22 +358,24 @@ struct PredictRunsTiling {
 // at MNIST, which DRAM serves slowly under the plain stores Halide emits
 // (bench/results/nvidia-h200-store-order/). The price: W is read once per
 // row group instead of once per capsule (mostly from L2). The block's u tile
-// (run_caps capsules x its rows x 8 floats) is staged in shared memory
-// first; a row's 8 values are read from it as two 16-byte broadcasts.
-// Fast path (specialised): out_dim a multiple of e_vector, in_dim 8, in_caps
-// a multiple of run_caps, the batch a multiple of the rows a block, the
-// block's (J * E / e_vector) x run_caps threads within 1024 and its tile
-// within 48 KB; elsewhere the same mapping runs guarded, 32 threads along
+// (run_caps capsules x its rows x in_dim floats) is staged in shared memory
+// first; a row's values are read from it 8 at a time, as two 16-byte
+// broadcasts.
+// Fast path (specialised): out_dim a multiple of e_vector, in_dim 8 or 16,
+// in_caps a multiple of run_caps, the batch a multiple of the rows a block,
+// the block's (J * E / e_vector) x run_caps threads within 1024 and its
+// tile within 48 KB; elsewhere the same mapping runs guarded, 32 threads along
 // the (e, j) row and 16 rows a block, slowly, so the runtime picks it only
 // where the fast path applies (capsule_runs_fits in
 // runtime/src/capsule_prediction.cpp).
 // Explored on an NVIDIA H200 (bench/results/nvidia-h200-capsule-runs/, runs
-// 1-2, `halcaps explore run` over the space): e_vector 4 (56 registers)
-// lost at every point; reading each row's u through L1, or staging the tile
-// 16 rows at a time (a barrier and W's loads again each step), were 1.5-2x
-// slower (those knobs are gone); run_caps 2 won at both sizes, with the
-// whole grid 1152 blocks (2 row groups): 34.4 us at MNIST b128 (run_rows
-// 64), 112.4 at b512 (run_rows 256), against batch_rows' 36.4 / 132.3.
+// 1-4, `halcaps explore run` over the space): e_vector 4 (56 registers)
+// lost at every point; reading each row's u through L1, staging the tile
+// 16 rows at a time (a barrier and W's loads again each step), or copying
+// it 4 floats a thread were slower (those knobs are gone); run_caps 2 won at
+// both sizes, with the whole grid 1152 blocks (2 row groups): 34.4 us at
+// MNIST b128 (run_rows 64), 112.4 at b512 (run_rows 256), against
+// batch_rows' 36.4 / 132.3.
 void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     if (t.e_vector != 2 && t.e_vector != 4) {
         throw CompileError("capsule_predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
@@ -395,14 +395,15 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     const Expr row_threads = max(out_caps * out_dim / V, 1);
     const Expr rows = t.row_groups > 0 ? max(batch / t.row_groups, 1) : Expr(t.run_rows);
     const int kGuardedRows = 16;
-    const int kMaxTileRows = 48 * 1024 / (C * 8 * 4);  // the tile within 48 KB of shared memory
     // The V-float stores need u_hat's row offsets provably multiples of V:
     // Halide addresses it through its strides, so their divisibility is part
     // of the condition (always true for a dense u_hat in the fast path), and
     // its start is declared aligned (device tensors are 16-byte aligned,
     // which the runtime checks; Halide checks a host u_hat).
-    const Expr fast = (out_dim % V == 0) && (K == 8) && (in_caps % C == 0) && (batch >= t.row_groups) &&
-                      (rows <= kMaxTileRows) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
+    // in_dim 8 or 16 (the sum over k in whole tiles of 8, unrolled); the
+    // block's u tile (C capsules x rows x in_dim floats) within 48 KB.
+    const Expr fast = (out_dim % V == 0) && (K == 8 || K == 16) && (in_caps % C == 0) && (batch >= t.row_groups) &&
+                      (C * rows * K * 4 <= 48 * 1024) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
                       (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(2).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(3).stride() % V == 0);
@@ -420,7 +421,10 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
             .gpu_blocks(ejo, io, bo)
             .vectorize(ei);
     };
-    mapping(s.u_hat.specialize(fast), row_threads, rows, TailStrategy::RoundUp);
+    // A kernel for each in_dim: one for both would hold in_dim 16's 32
+    // values of W in registers (56 registers, against 32 for in_dim 8).
+    mapping(s.u_hat.specialize(fast && K == 8), row_threads, rows, TailStrategy::RoundUp);
+    mapping(s.u_hat.specialize(fast && K == 16), row_threads, rows, TailStrategy::RoundUp);
     mapping(s.u_hat, 32, kGuardedRows, TailStrategy::GuardWithIf);
 
     // A row's V accumulators (one vector), in registers; bounds inference
@@ -435,38 +439,25 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     RVar rko("rko"), rki("rki");
     s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(s.e, rki, rko).vectorize(s.e).unroll(rki);
     s.accum.update().specialize(K == 8);
+    // At in_dim 16 both tiles unrolled, so that the thread's 2 x 16 values
+    // of W have fixed addresses and LLVM loads them once, before the walk
+    // over the rows (as at in_dim 8), not again for every row.
+    s.accum.update().specialize(K == 16).unroll(rko);
 
-    // The block's u tile (rows of 8 floats, k innermost) in shared memory.
+    // The block's u tile (rows of 8 floats, k innermost) in shared memory,
+    // copied a float a thread by 32 x run_caps threads. (Copying it 4 floats
+    // a thread with 1 to 8 pieces in flight, by 64 x run_caps threads, was
+    // slower at both MNIST sizes: run 4 there, 36.8 / 120.7 us with 4.)
     std::vector<Var> a = s.u_in.args();  // (k, i, b)
     Var ko("u_ko"), ki("u_ki"), flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
-    Var fo("u_fo"), fu("u_fu");
-    s.u_in.compute_at(s.u_hat, ejo).store_in(MemoryType::GPUShared).align_storage(a[0], 8);
-    if (t.copy_unroll > 0) {
-        // 4 floats a thread (one 16-byte shared store; the loads from u are
-        // 4 scalar ones, its clamped index hiding their alignment), each
-        // thread walking the tile 64 x run_caps pieces apart, its walk
-        // unrolled so that copy_unroll pieces are loaded before the first
-        // store waits. Rows of 8 floats keep every piece within a row; the
-        // k split is guarded only off the fast path (in_dim 8 there).
-        const int threads = 64 * C;
-        s.u_in.split(a[0], ko, ki, 4, TailStrategy::GuardWithIf)
-            .vectorize(ki)
-            .fuse(ko, a[1], flat)
-            .fuse(flat, a[2], flat)
-            .split(flat, flat_o, flat_i, threads, TailStrategy::GuardWithIf)
-            .split(flat_o, fo, fu, t.copy_unroll, TailStrategy::GuardWithIf)
-            .reorder(ki, fu, fo, flat_i)
-            .unroll(fu)
-            .split(flat_i, ty, tx, 32)
-            .gpu_threads(tx, ty);
-    } else {
-        // A float a thread by 32 x run_caps threads.
-        s.u_in.fuse(a[0], a[1], flat)
-            .fuse(flat, a[2], flat)
-            .split(flat, flat_o, flat_i, 32 * C, TailStrategy::GuardWithIf)
-            .split(flat_i, ty, tx, 32)
-            .gpu_threads(tx, ty);
-    }
+    s.u_in.compute_at(s.u_hat, ejo)
+        .store_in(MemoryType::GPUShared)
+        .align_storage(a[0], 8)
+        .fuse(a[0], a[1], flat)
+        .fuse(flat, a[2], flat)
+        .split(flat, flat_o, flat_i, 32 * C, TailStrategy::GuardWithIf)
+        .split(flat_i, ty, tx, 32)
+        .gpu_threads(tx, ty);
     // A row's 8 values of u, in registers, read from the tile 4 wide.
     Func u_row = s.u_in.in(s.accum);
     u_row.compute_at(s.accum, rko)
@@ -481,10 +472,15 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
 // at MNIST), the batch in 2 row groups (1152 blocks at MNIST, all resident
 // at once), 8-byte stores: the best of the capsule-runs space at MNIST b128
 // and b512 (the fixed-rows points that won there had the same grid).
-// Predicted from runs 1-2 (the same kernels as run_rows 64 at b128 and 256
-// at b512): 34.4 / 112.4 us on an NVIDIA H200, against batch_rows' 36.4 /
-// 132.3. Measured: see the README of bench/results/nvidia-h200-capsule-runs/.
-void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2, 4}); }
+// Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-capsule-
+// runs/run3, device time, `halcaps bench --device cuda --op predict --shapes
+// mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed 3302`): MNIST b128
+// 34.4 us (71.9% of the copy bandwidth over the bytes floor, 7.1x the blog's
+// kernel, 3.0x cuBLAS with its permute; batch_rows 36.0, the hand-written
+// cuda_staged 29.8), b512 112.5 (84.1%, 8.4x, 3.4x; batch_rows 133.8,
+// cuda_staged 100.7); b256 60.1 against 69.5, b1024 251.8 against 260.7;
+// at out_caps 32 (b128) slower than batch_rows, 102.0 against 97.8.
+void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2}); }
 
 // tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
 // batch element, as the hand-written forward does: a thread reads its 8 W
@@ -984,7 +980,7 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
     if (device == "cpu") {
         predict_cpu_tiled(target, s, {v["tile_i"], v["vec_mult"], v["stage_w"] != 0});
     } else if (v["runs"] != 0) {
-        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["row_groups"], v["copy_unroll"]});
+        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["row_groups"]});
     } else {
         predict_gpu_tiled(s, {v["ej_threads"], v["i_threads"], v["batch_tile"], v["stage_u"] != 0});
     }

@@ -57,9 +57,7 @@ inline const std::vector<SpaceSpec> &specs() {
           {"e_vector", 2, 4, true, 2, "capsule runs: consecutive e a thread, one store a row"},
           {"run_caps", 1, 64, true, 4, "capsule runs: input capsules a block"},
           {"run_rows", 1, 1024, true, 64, "capsule runs: batch rows a block, walked by each thread"},
-          {"row_groups", 0, 64, false, 0, "capsule runs: if not 0, a block's rows are batch / row_groups"},
-          {"copy_unroll", 0, 16, false, 0, "capsule runs: u's tile copied 4 floats a thread, this many in flight "
-                                           "(0: a float a thread)"}}},
+          {"row_groups", 0, 64, false, 0, "capsule runs: if not 0, a block's rows are batch / row_groups"}}},
         // The fused DigitCaps layer's pass kernel (schedules/digitcaps_fused_schedules.cpp,
         // FusedGpuTiling); defaults are those of `fused`.
         {"digitcaps_fused", "cuda",

@@ -78,6 +78,24 @@ TEST_CASE("cuda: predict's default off batch_walk's shapes is right at in_dim 8,
     }
 }
 
+// Inside capsule_runs' fast path at in_dim 16 (its own kernel) the default
+// is capsule_runs; right there, and at in_dim 16 with a batch whose tile
+// would pass 48 KB (batch_vectors then).
+TEST_CASE("cuda: predict's default at in_dim 16 in and past capsule_runs' tile limit", "[cuda][default]") {
+    for (int64_t batch : {128, 770}) {
+        const reference::PredictShape shape{batch, 6, 16, 10, 16};
+        PredictProblem p(shape);
+        INFO("seed " << seed() << ", shape " << shape_name(shape));
+        Options o;
+        o.device = Device::cuda;
+        const Status s = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()),
+                                 host_view(p.u_hat, p.u_hat_shape()), o);
+        INFO(s.message);
+        REQUIRE(s.ok());
+        require_matches("u_hat", p.u_hat, reference::predict_f64(p.s, p.u.data(), p.W.data()), 16);
+    }
+}
+
 // At batch_walk's shapes (out_dim 16, in_dim 8, a batch that is a multiple
 // of 128) the default is capsule_runs (an even in_caps), else batch_rows
 // (out_caps 8 to 32) or batch_walk (other out_caps) when u_hat starts on an
@@ -204,15 +222,23 @@ TEST_CASE("cuda: the staged forward's fast path at odd shapes", "[cuda][staged]"
     }
 }
 
-// capsule_runs' fast path (out_dim, in_caps and the batch even, in_dim 8)
-// at shapes that reach its corners: one row a block and one thread along a
-// capsule's row (batch 2, out_caps * out_dim 2), an odd number of rows a
-// block (65), a block of 1024 threads (out_caps * out_dim 1024), the largest
-// tile (768 rows, 48 KB) and one row past it (the guarded mapping then
-// runs). Shapes are {B, I, K, J, E}.
+// capsule_runs' fast path (out_dim, in_caps and the batch even, in_dim 8
+// or 16) at shapes that reach its corners: one row a block and one thread
+// along a capsule's row (batch 2, out_caps * out_dim 2), an odd number of
+// rows a block (65), a block of 1024 threads (out_caps * out_dim 1024), the
+// largest tile at in_dim 8 (768 rows, 48 KB) and one row past it (the
+// guarded mapping then runs), in_dim 16 (its own kernel) with the largest
+// tile there (384 rows) and one row past it. Shapes are {B, I, K, J, E}.
 TEST_CASE("cuda: the capsule-runs forward's fast path at odd shapes", "[cuda][runs]") {
     for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{
-             {2, 2, 8, 1, 2}, {130, 38, 8, 11, 16}, {6, 4, 8, 64, 16}, {1536, 2, 8, 1, 2}, {1538, 4, 8, 3, 2}}) {
+             {2, 2, 8, 1, 2},
+             {130, 38, 8, 11, 16},
+             {6, 4, 8, 64, 16},
+             {1536, 2, 8, 1, 2},
+             {1538, 4, 8, 3, 2},
+             {34, 6, 16, 5, 4},
+             {768, 2, 16, 1, 2},
+             {770, 2, 16, 3, 2}}) {
         check_predict(shape, cuda_options("capsule_runs"));
     }
 }

@@ -40,19 +40,23 @@ bool batch_rows_fits(const TensorView &u, const TensorView &u_hat) {
 
 // capsule_runs' fast path (schedules/capsule_prediction_schedules.cpp,
 // predict_capsule_runs with 2 capsules a block and 2 row groups): out_dim
-// and in_caps even, in_dim 8, an even batch of at most 1536 (the block's u
-// tile, 2 capsules x batch / 2 rows x 8 floats, within 48 KB of shared
-// memory), out_caps * out_dim at most 1024 (the block's threads), and u_hat
-// on an 8-byte boundary (its stores are 8 bytes; misaligned_pointer from
-// the kernel's own check otherwise). The default takes it only up to
-// out_caps * out_dim 256: on an H200 it beat batch_rows at 160 (MNIST,
-// batch 128 to 1024) and lost at 512 (out_caps 32: 102.0 us against 97.8,
-// bench/results/nvidia-h200-capsule-runs/run3); between, not measured.
+// and in_caps even, in_dim 8 or 16, an even batch with the block's u tile
+// (2 capsules x batch / 2 rows x in_dim floats) within 48 KB of shared
+// memory (batch * in_dim at most 12288), out_caps * out_dim at most 1024
+// (the block's threads), and u_hat on an 8-byte boundary (its stores are 8
+// bytes; misaligned_pointer from the kernel's own check otherwise). The
+// default takes it only up to out_caps * out_dim 256: on an H200 it beat
+// batch_rows at 160 (MNIST, batch 128 to 1024) and batch_vectors at in_dim
+// 16 (128:1152:16:10:16, 65.2 us against 77.1), and lost at 512 (out_caps
+// 32: 100.4 us against batch_rows' 96.4 at MNIST b128; wide b32, 183.2
+// against batch_vectors' 106.5), bench/results/nvidia-h200-capsule-runs/run5;
+// between 256 and 512, not measured.
 bool capsule_runs_fits(const TensorView &u, const TensorView &u_hat) {
     const int64_t batch = u_hat.shape[0], in_caps = u_hat.shape[1], out_caps = u_hat.shape[2],
-                  out_dim = u_hat.shape[3];
-    return out_dim % 2 == 0 && in_caps % 2 == 0 && u.shape[2] == 8 && batch % 2 == 0 && batch <= 1536 &&
-           out_caps * out_dim <= 256 && reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 == 0;
+                  out_dim = u_hat.shape[3], in_dim = u.shape[2];
+    return out_dim % 2 == 0 && in_caps % 2 == 0 && (in_dim == 8 || in_dim == 16) && batch % 2 == 0 &&
+           batch * in_dim <= 12288 && out_caps * out_dim <= 256 &&
+           reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 == 0;
 }
 
 // The `vectors` gradients' fast path (schedules/capsule_prediction_schedules.cpp,
