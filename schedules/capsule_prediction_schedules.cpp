@@ -197,6 +197,38 @@ void predict_batch_vectors(PredictStages &s) {
     s.accum.update().specialize(K == 8);
 }
 
+// Shared by batch_walk, batch_rows and the capsule runs, whose threads walk
+// batch rows: one row's `e_vector` accumulators (one vector) in registers at
+// the walk's loop `row`, summed over k in unrolled tiles of 8 (K == 8
+// specialised). Bounds inference cannot see through the fused (e, j) index,
+// so the accumulators' extents are stated.
+void row_accumulators(PredictStages &s, const Var &row, int e_vector, RVar &rko) {
+    RVar rki("rki");
+    s.accum.compute_at(s.u_hat, row)
+        .store_in(MemoryType::Register)
+        .bound_extent(s.e, e_vector)
+        .bound_extent(s.j, 1)
+        .bound_extent(s.i, 1)
+        .bound_extent(s.b, 1)
+        .vectorize(s.e);
+    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(s.e, rki, rko).vectorize(s.e).unroll(rki);
+    s.accum.update().specialize(s.rk.x.extent() == 8);
+}
+
+// A row's 8 values of u (a k tile), in registers at the tile loop `rko`,
+// read 4 wide from the block's staged tile of u.
+void u_row_in_registers(PredictStages &s, const RVar &rko) {
+    std::vector<Var> a = s.u_in.args();  // (k, i, b)
+    Var ko("u_ko"), ki("u_ki");
+    s.u_in.in(s.accum)
+        .compute_at(s.accum, rko)
+        .store_in(MemoryType::Register)
+        .bound_extent(a[0], 8)
+        .split(a[0], ko, ki, 4)
+        .vectorize(ki)
+        .unroll(ko);
+}
+
 // batch_walk: the hand-written forward's design (reference/cuda, version 2)
 // in Halide. A block owns one input capsule, 16 pairs of consecutive e of
 // its (e, j) row and a tile of 128 batch rows; its 16 x 8 threads each walk
@@ -298,18 +330,9 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
     mapping(s.u_hat.specialize(fast), 16, 16, TailStrategy::RoundUp, TailStrategy::RoundUp);
     mapping(s.u_hat, 16, 16, TailStrategy::GuardWithIf, TailStrategy::GuardWithIf);
 
-    // One row's accumulators: 2 e (one vector), in registers; bounds
-    // inference cannot see through the fused (e, j) index.
-    s.accum.compute_at(s.u_hat, br)
-        .store_in(MemoryType::Register)
-        .bound_extent(s.e, 2)
-        .bound_extent(s.j, 1)
-        .bound_extent(s.i, 1)
-        .bound_extent(s.b, 1)
-        .vectorize(s.e);
-    RVar rko("rko"), rki("rki");
-    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(s.e, rki, rko).vectorize(s.e).unroll(rki);
-    s.accum.update().specialize(K == 8);
+    // One row's accumulators: 2 e (one vector), in registers.
+    RVar rko("rko");
+    row_accumulators(s, br, 2, rko);
 
     // The block's u tile (8-float rows, k innermost, 128 batch rows) in
     // shared memory, copied by 16 x 8 threads (batch_walk) or 64 x 2
@@ -327,15 +350,7 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
         .split(flat, flat_o, flat_i, copy_x * copy_y, TailStrategy::GuardWithIf)
         .split(flat_i, ty, tx, copy_x)
         .gpu_threads(tx, ty);
-    // A row's 8 values of u, in registers, read from the tile 4 wide.
-    Func u_row = s.u_in.in(s.accum);
-    Var ko("u_ko"), ki("u_ki");
-    u_row.compute_at(s.accum, rko)
-        .store_in(MemoryType::Register)
-        .bound_extent(a[0], 8)
-        .split(a[0], ko, ki, 4)
-        .vectorize(ki)
-        .unroll(ko);
+    u_row_in_registers(s, rko);
 }
 
 // The knobs of the capsule-runs forward (schedules/spaces/capsule_predict_cuda_runs.space).
@@ -395,13 +410,13 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     const Expr row_threads = max(out_caps * out_dim / V, 1);
     const Expr rows = t.row_groups > 0 ? max(batch / t.row_groups, 1) : Expr(t.run_rows);
     const int kGuardedRows = 16;
-    // The V-float stores need u_hat's row offsets provably multiples of V:
+    // in_dim 8 or 16: the sum over k in whole tiles of 8, unrolled. The
+    // block's u tile (C capsules x rows x in_dim floats) within 48 KB. The
+    // V-float stores need u_hat's row offsets provably multiples of V:
     // Halide addresses it through its strides, so their divisibility is part
     // of the condition (always true for a dense u_hat in the fast path), and
     // its start is declared aligned (device tensors are 16-byte aligned,
     // which the runtime checks; Halide checks a host u_hat).
-    // in_dim 8 or 16 (the sum over k in whole tiles of 8, unrolled); the
-    // block's u tile (C capsules x rows x in_dim floats) within 48 KB.
     const Expr fast = (out_dim % V == 0) && (K == 8 || K == 16) && (in_caps % C == 0) && (batch >= t.row_groups) &&
                       (C * rows * K * 4 <= 48 * 1024) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
                       (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
@@ -427,29 +442,21 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     mapping(s.u_hat.specialize(fast && K == 16), row_threads, rows, TailStrategy::RoundUp);
     mapping(s.u_hat, 32, kGuardedRows, TailStrategy::GuardWithIf);
 
-    // A row's V accumulators (one vector), in registers; bounds inference
-    // cannot see through the fused (e, j) index.
-    s.accum.compute_at(s.u_hat, bi)
-        .store_in(MemoryType::Register)
-        .bound_extent(s.e, V)
-        .bound_extent(s.j, 1)
-        .bound_extent(s.i, 1)
-        .bound_extent(s.b, 1)
-        .vectorize(s.e);
-    RVar rko("rko"), rki("rki");
-    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(s.e, rki, rko).vectorize(s.e).unroll(rki);
-    s.accum.update().specialize(K == 8);
-    // At in_dim 16 both tiles unrolled, so that the thread's 2 x 16 values
+    // A row's V accumulators (one vector), in registers.
+    RVar rko("rko");
+    row_accumulators(s, bi, V, rko);
+    // At in_dim 16 both tiles unrolled, so that the thread's V x 16 values
     // of W have fixed addresses and LLVM loads them once, before the walk
     // over the rows (as at in_dim 8), not again for every row.
     s.accum.update().specialize(K == 16).unroll(rko);
 
-    // The block's u tile (rows of 8 floats, k innermost) in shared memory,
-    // copied a float a thread by 32 x run_caps threads. (Copying it 4 floats
-    // a thread with 1 to 8 pieces in flight, by 64 x run_caps threads, was
-    // slower at both MNIST sizes: run 4 there, 36.8 / 120.7 us with 4.)
+    // The block's u tile (rows of in_dim floats, k innermost) in shared
+    // memory, copied a float a thread by 32 x run_caps threads. (Copying it 4
+    // floats a thread with 1 to 8 pieces in flight, by 64 x run_caps
+    // threads, was slower at both MNIST sizes: 36.8 / 120.7 us with 4 against
+    // 34.5 / 112.9, bench/results/nvidia-h200-capsule-runs/run4.)
     std::vector<Var> a = s.u_in.args();  // (k, i, b)
-    Var ko("u_ko"), ki("u_ki"), flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
+    Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
     s.u_in.compute_at(s.u_hat, ejo)
         .store_in(MemoryType::GPUShared)
         .align_storage(a[0], 8)
@@ -458,28 +465,24 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
         .split(flat, flat_o, flat_i, 32 * C, TailStrategy::GuardWithIf)
         .split(flat_i, ty, tx, 32)
         .gpu_threads(tx, ty);
-    // A row's 8 values of u, in registers, read from the tile 4 wide.
-    Func u_row = s.u_in.in(s.accum);
-    u_row.compute_at(s.accum, rko)
-        .store_in(MemoryType::Register)
-        .bound_extent(a[0], 8)
-        .split(a[0], ko, ki, 4)
-        .vectorize(ki)
-        .unroll(ko);
+    u_row_in_registers(s, rko);
 }
 
 // capsule_runs: predict_capsule_runs with 2 capsules a block (160 threads
 // at MNIST), the batch in 2 row groups (1152 blocks at MNIST, all resident
 // at once), 8-byte stores: the best of the capsule-runs space at MNIST b128
 // and b512 (the fixed-rows points that won there had the same grid).
-// Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-capsule-
-// runs/run3, device time, `halcaps bench --device cuda --op predict --shapes
-// mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed 3302`): MNIST b128
-// 34.4 us (71.9% of the copy bandwidth over the bytes floor, 7.1x the blog's
-// kernel, 3.0x cuBLAS with its permute; batch_rows 36.0, the hand-written
-// cuda_staged 29.8), b512 112.5 (84.1%, 8.4x, 3.4x; batch_rows 133.8,
-// cuda_staged 100.7); b256 60.1 against 69.5, b1024 251.8 against 260.7;
-// at out_caps 32 (b128) slower than batch_rows, 102.0 against 97.8.
+// Predicted from runs 1-2 (the fixed-rows points with the same grid): 34.4
+// / 112.4 us. Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-
+// h200-capsule-runs/run5, device time, `halcaps bench --device cuda --op
+// predict --shapes mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed
+// 3502`): MNIST b128 34.1 us (72.0% of the copy bandwidth over the bytes
+// floor, 7.1x the blog's kernel, 3.0x cuBLAS with its permute; batch_rows
+// 36.4, the hand-written cuda_staged 29.6), b512 112.0 (83.9%, 8.4x, 3.4x;
+// batch_rows 131.9, cuda_staged 99.9); b256 59.8 against batch_rows' 68.7,
+// b1024 251.8 against 256.3, in_dim 16 (128:1152:16:10:16) 65.2 against
+// batch_vectors' 77.1. Slower at out_caps 32 (b128: 100.4 against
+// batch_rows' 96.4) and at wide b32 (183.2 against batch_vectors' 106.5).
 void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2}); }
 
 // tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each

@@ -52,10 +52,11 @@ inline const std::vector<SpaceSpec> &specs() {
           {"batch_tile", 1, 64, true, 16, "batch elements per thread (register accumulators)"},
           {"stage_u", 0, 1, false, 0, "copy the block's u tile to shared memory"},
           // runs=1 picks the capsule-runs family (PredictRunsTiling), which
-          // reads only the knobs after runs.
+          // reads only the knobs after runs; defaults as `capsule_runs`,
+          // but row_groups 0 (fixed rows, as the first explored points were).
           {"runs", 0, 1, false, 0, "capsule runs: a block over run_caps capsules x run_rows rows"},
           {"e_vector", 2, 4, true, 2, "capsule runs: consecutive e a thread, one store a row"},
-          {"run_caps", 1, 64, true, 4, "capsule runs: input capsules a block"},
+          {"run_caps", 1, 64, true, 2, "capsule runs: input capsules a block"},
           {"run_rows", 1, 1024, true, 64, "capsule runs: batch rows a block, walked by each thread"},
           {"row_groups", 0, 64, false, 0, "capsule runs: if not 0, a block's rows are batch / row_groups"}}},
         // The fused DigitCaps layer's pass kernel (schedules/digitcaps_fused_schedules.cpp,

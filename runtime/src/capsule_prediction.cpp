@@ -89,11 +89,10 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
 
     std::string implementation = chosen_implementation(options, device);
     // On CUDA the forward's default is `capsule_runs` where its fast path
-    // applies (capsule_runs_fits), else `batch_rows` where its own does
-    // (batch_rows_fits), else `batch_walk` where its own does
+    // applies (capsule_runs_fits; its times above), else `batch_rows` where
+    // its own does (batch_rows_fits), else `batch_walk` where its own does
     // (batch_walk_fits), else `batch_vectors`: the fastest Halide forwards
-    // measured on an H200 (2026-11-22, device time). capsule_runs against
-    // batch_rows: see bench/results/nvidia-h200-capsule-runs/. MNIST b128: batch_rows
+    // measured on an H200 (2026-11-22, device time). MNIST b128: batch_rows
     // 36.5 / 36.7 us against batch_walk's 38.1 / 38.0 in one run (seeds 823
     // and 824, bench/results/nvidia-h200-batch-rows/run2), b512 132.2 /
     // 132.0 against 131.2 / 131.4, out_caps 32 96.7 / 96.6 against 108.3;
