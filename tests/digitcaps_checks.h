@@ -10,6 +10,7 @@
 #include <random>
 
 #include "digitcaps_reference.h"
+#include "finite_differences.h"
 #include "test_support.h"
 
 namespace halcaps::testing {
@@ -175,7 +176,7 @@ inline void require_layer_gradients(const DigitCapsProblem &p, bool with_b0, int
     const auto ref = reference::digitcaps_backward_f64(p.s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
                                                        p.grad_v.data(), iterations);
     const std::vector<double> u_n = nudged(p.u, 1), W_n = nudged(p.W, 2), b0_n = nudged(p.b0, 3),
-                              grad_v = std::vector<double>(p.grad_v.begin(), p.grad_v.end());
+                              grad_v = to_double(p.grad_v);
     const auto ref_n = reference::digitcaps_backward_f64(p.s, u_n.data(), W_n.data(), with_b0 ? b0_n.data() : nullptr,
                                                          grad_v.data(), iterations);
     require_close_conditioned("grad_u", p.grad_u, ref.grad_u, ref_n.grad_u, g_tol, kGradientSensitivity);
@@ -248,7 +249,7 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
         const auto ref = reference::route_backward_f64(p.s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
                                                        p.grad_v.data(), iterations);
         const std::vector<double> u_hat_n = nudged(p.u_hat, 1), b0_n = nudged(p.b0, 2),
-                                  grad_v = std::vector<double>(p.grad_v.begin(), p.grad_v.end());
+                                  grad_v = to_double(p.grad_v);
         const auto ref_n = reference::route_backward_f64(p.s.routing(), u_hat_n.data(),
                                                          with_b0 ? b0_n.data() : nullptr, grad_v.data(), iterations);
         require_close_conditioned("grad_u_hat", p.grad_u_hat, ref.grad_u_hat, ref_n.grad_u_hat, g_tol,

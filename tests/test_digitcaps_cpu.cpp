@@ -198,17 +198,16 @@ TEST_CASE("routing: Halide's autodiff backward agrees with the hand-derived one"
         REQUIRE(route_backward(ad.u_hat_v(), ad.b0_v(), ad.grad_v_v(), ad.grad_u_hat_v(), ad.grad_b0_v(), 3,
                                cpu_options("root_autodiff"))
                     .ok());
-        auto as_double = [](const std::vector<float> &x) { return std::vector<double>(x.begin(), x.end()); };
-        require_close("grad_u_hat", ad.grad_u_hat, as_double(hand.grad_u_hat), 1e-4);
-        require_close("grad_b0", ad.grad_b0, as_double(hand.grad_b0), 1e-4, max_abs(as_double(hand.grad_u_hat)));
+        require_close("grad_u_hat", ad.grad_u_hat, to_double(hand.grad_u_hat), 1e-4);
+        require_close("grad_b0", ad.grad_b0, to_double(hand.grad_b0), 1e-4, max_abs(to_double(hand.grad_u_hat)));
         REQUIRE(digitcaps_backward(hand.u_v(), hand.W_v(), hand.b0_v(), hand.grad_v_v(), hand.grad_u_v(),
                                    hand.grad_W_v(), hand.grad_b0_v(), 3, cpu_options("cpu"))
                     .ok());
         REQUIRE(digitcaps_backward(ad.u_v(), ad.W_v(), ad.b0_v(), ad.grad_v_v(), ad.grad_u_v(), ad.grad_W_v(),
                                    ad.grad_b0_v(), 3, cpu_options("root_autodiff"))
                     .ok());
-        require_close("grad_u", ad.grad_u, as_double(hand.grad_u), 1e-4);
-        require_close("grad_W", ad.grad_W, as_double(hand.grad_W), 1e-4);
-        require_close("grad_b0 (layer)", ad.grad_b0, as_double(hand.grad_b0), 1e-4, max_abs(as_double(hand.grad_u)));
+        require_close("grad_u", ad.grad_u, to_double(hand.grad_u), 1e-4);
+        require_close("grad_W", ad.grad_W, to_double(hand.grad_W), 1e-4);
+        require_close("grad_b0 (layer)", ad.grad_b0, to_double(hand.grad_b0), 1e-4, max_abs(to_double(hand.grad_u)));
     }
 }

@@ -234,6 +234,17 @@ __device__ __forceinline__ void load_smem_row(float (&r)[KM], const float *row) 
     }
 }
 
+// V outputs of one batch row: acc[v] = sum_k w[v][k] * ur[k], in k order.
+template <int V, int KM>
+__device__ __forceinline__ void row_outputs(float (&acc)[V], const float (&w)[V][KM], const float (&ur)[KM]) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        acc[v] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KM; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
+    }
+}
+
 // V consecutive floats of shared memory (aligned to 4*V bytes).
 template <int V>
 __device__ __forceinline__ void load_smem_vec(float (&out)[V], const float *p) {
@@ -334,12 +345,7 @@ __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__res
                 float ur[KM];
                 load_smem_row<KM>(ur, u_s + r * KM);
                 float acc[V];
-#pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    acc[v] = 0.0f;
-#pragma unroll
-                    for (int k = 0; k < KM; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
-                }
+                row_outputs<V, KM>(acc, w, ur);
                 store_vec_streaming<V>(out, acc);
             }
         }
@@ -400,16 +406,7 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
     const bool owns = c < capsules;
     const i64 i = i0 + (owns ? c : 0);
     float w[V][K];
-    {
-        const float4 *w4 = reinterpret_cast<const float4 *>(W + (i * JE + i64(q) * V) * K);
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-#pragma unroll
-            for (int t = 0; t < Q; ++t) {
-                const float4 x = __ldg(w4 + v * Q + t);
-                w[v][4 * t] = x.x, w[v][4 * t + 1] = x.y, w[v][4 * t + 2] = x.z, w[v][4 * t + 3] = x.w;
-            }
-    }
+    load_rows<K, V>(w, W, i * JE + i64(q) * V, K, true);
     const i64 row_step = i64(Y) * I * JE;  // u_hat from batch row b to b + Y
     float *out = u_hat + (i64(y) * I + i) * JE + i64(q) * V;
     auto compute_rows = [&](int r_begin, int r_end) {
@@ -417,19 +414,9 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
 #pragma unroll 4
         for (int r = r_begin; r < r_end; ++r) {
             float ur[K];
-            const float4 *row = u_stage + (r * N + c) * Q;
-#pragma unroll
-            for (int t = 0; t < Q; ++t) {
-                const float4 x = row[t];
-                ur[4 * t] = x.x, ur[4 * t + 1] = x.y, ur[4 * t + 2] = x.z, ur[4 * t + 3] = x.w;
-            }
+            load_smem_row<K>(ur, reinterpret_cast<const float *>(u_stage + (r * N + c) * Q));
             float acc[V];
-#pragma unroll
-            for (int v = 0; v < V; ++v) {
-                acc[v] = 0.0f;
-#pragma unroll
-                for (int k = 0; k < K; ++k) acc[v] = fmaf(w[v][k], ur[k], acc[v]);
-            }
+            row_outputs<V, K>(acc, w, ur);
             store_vec_streaming<V>(out + r * row_step, acc);
         }
     };
