@@ -359,6 +359,10 @@ struct PredictRunsTiling {
     int run_caps = 2;    // input capsules a block: each batch row's run is run_caps * J * E floats
     int run_rows = 64;   // batch rows a block, walked by each of its threads (when row_groups is 0)
     int row_groups = 2;  // if not 0: the batch split into this many groups of rows, a group a block
+    int copy_all = 1;    // 1: the u tile copied by every thread of the block; 0: by 32 x run_caps threads
+    int stage_u = 1;     // 1: the block's u tile staged in shared memory; 0: each row's u read through L1
+    int row_unroll = 1;  // rows a thread walks unrolled together (their loads and stores interleaved)
+    int copy_unroll = 1; // floats of the tile a thread loads before storing them (unrolled)
 };
 
 // capsule runs: a block owns `run_caps` consecutive input capsules and a
@@ -384,13 +388,16 @@ struct PredictRunsTiling {
 // where the fast path applies (capsule_runs_fits in
 // runtime/src/capsule_prediction.cpp).
 // Explored on an NVIDIA H200 (bench/results/nvidia-h200-capsule-runs/, runs
-// 1-4, `halcaps explore run` over the space): e_vector 4 (56 registers)
-// lost at every point; reading each row's u through L1, staging the tile
-// 16 rows at a time (a barrier and W's loads again each step), or copying
-// it 4 floats a thread were slower (those knobs are gone); run_caps 2 won at
-// both sizes, with the whole grid 1152 blocks (2 row groups): 34.4 us at
+// 1-4, 11, 12, `halcaps explore run` over the space): e_vector 4 (56
+// registers) lost at every point; reading each row's u through L1 (also
+// with 2 or 4 rows unrolled, run 11: 55-266 us), staging the tile 16 rows
+// at a time (a barrier and W's loads again each step), copying it 4 floats
+// a thread, or walking 2 or 4 rows a thread unrolled together (run 11:
+// 113-125 us at b512) were slower (those knobs are gone); run_caps 2 won
+// at both sizes, with the whole grid 1152 blocks (2 row groups): 34.4 us at
 // MNIST b128 (run_rows 64), 112.4 at b512 (run_rows 256), against
-// batch_rows' 36.4 / 132.3.
+// batch_rows' 36.4 / 132.3; the tile copied by every thread (copy_all, run
+// 11) then took 34.0 / 109.4.
 void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     if (t.e_vector != 2 && t.e_vector != 4) {
         throw CompileError("capsule_predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
@@ -419,22 +426,26 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     // which the runtime checks; Halide checks a host u_hat).
     const Expr fast = (out_dim % V == 0) && (K == 8 || K == 16) && (in_caps % C == 0) && (batch >= t.row_groups) &&
                       (C * rows * K * 4 <= 48 * 1024) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
+                      (rows % t.row_unroll == 0) &&
                       (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(2).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(3).stride() % V == 0);
     s.u_hat.output_buffer().set_host_alignment(4 * V);
 
-    Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi");
+    Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi"), bio("bio"),
+        row("row");
     auto mapping = [&](Stage f, const Expr &threads_along_row, const Expr &block_rows, TailStrategy tail) {
         f.split(s.e, eo, ei, V, tail)
             .fuse(eo, s.j, ej)
             .split(ej, ejo, ejt, threads_along_row, tail)
             .split(s.i, io, ii, C, tail)
             .split(s.b, bo, bi, block_rows, tail)
-            .reorder(ei, bi, ejt, ii, ejo, io, bo)
+            .split(bi, bio, row, t.row_unroll, tail)
+            .reorder(ei, row, bio, ejt, ii, ejo, io, bo)
             .gpu_threads(ejt, ii)
             .gpu_blocks(ejo, io, bo)
-            .vectorize(ei);
+            .vectorize(ei)
+            .unroll(row);
     };
     // A kernel for each in_dim: one for both would hold in_dim 16's 32
     // values of W in registers (56 registers, against 32 for in_dim 8).
@@ -444,28 +455,45 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
 
     // A row's V accumulators (one vector), in registers.
     RVar rko("rko");
-    row_accumulators(s, bi, V, rko);
+    row_accumulators(s, row, V, rko);
     // At in_dim 16 both tiles unrolled, so that the thread's V x 16 values
     // of W have fixed addresses and LLVM loads them once, before the walk
     // over the rows (as at in_dim 8), not again for every row.
     s.accum.update().specialize(K == 16).unroll(rko);
 
     // The block's u tile (rows of in_dim floats, k innermost) in shared
-    // memory, copied a float a thread by 32 x run_caps threads. (Copying it 4
-    // floats a thread with 1 to 8 pieces in flight, by 64 x run_caps
-    // threads, was slower at both MNIST sizes: 36.8 / 120.7 us with 4 against
-    // 34.5 / 112.9, bench/results/nvidia-h200-capsule-runs/run4.)
+    // memory, copied a float a thread: by every thread of the block on the
+    // fast path (copy_all), else by 32 x run_caps threads. The whole grid
+    // copies its tiles at the start, before any store, so more loads in
+    // flight shorten a phase in which nothing is written: at MNIST b512
+    // copy_all took 109.4-109.6 us against 112.4-112.6 for 32 x run_caps
+    // threads (b128: 34.0-34.2 against 34.4-34.5; bench/results/nvidia-h200-
+    // capsule-runs/run12). Unrolling the copy's walk (4 or 8 floats a thread
+    // loaded before their stores, run 12) or copying 4 floats a thread (run
+    // 4) was slower: 118.4 and 120.7 us at b512.
     std::vector<Var> a = s.u_in.args();  // (k, i, b)
-    Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
-    s.u_in.compute_at(s.u_hat, ejo)
-        .store_in(MemoryType::GPUShared)
-        .align_storage(a[0], 8)
-        .fuse(a[0], a[1], flat)
-        .fuse(flat, a[2], flat)
-        .split(flat, flat_o, flat_i, 32 * C, TailStrategy::GuardWithIf)
-        .split(flat_i, ty, tx, 32)
-        .gpu_threads(tx, ty);
-    u_row_in_registers(s, rko);
+    if (t.stage_u) {
+        Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
+        const Expr copy_x = t.copy_all ? select(fast, row_threads, 32) : Expr(32);
+        s.u_in.compute_at(s.u_hat, ejo)
+            .store_in(MemoryType::GPUShared)
+            .align_storage(a[0], 8)
+            .fuse(a[0], a[1], flat)
+            .fuse(flat, a[2], flat)
+            .split(flat, flat_o, flat_i, copy_x * C, TailStrategy::GuardWithIf)
+            .split(flat_i, ty, tx, copy_x)
+            .gpu_threads(tx, ty);
+        if (t.copy_unroll > 1) {
+            Var fo("u_fo"), fu("u_fu");
+            s.u_in.split(flat_o, fo, fu, t.copy_unroll, TailStrategy::GuardWithIf).unroll(fu);
+        }
+        u_row_in_registers(s, rko);
+    } else {
+        // Each row's in_dim values read through L1: every thread of a
+        // capsule reads the same row (one broadcast a warp), 8 scalar loads
+        // (u's alignment is not known here).
+        s.u_in.in(s.accum).compute_at(s.accum, rko).store_in(MemoryType::Register).bound_extent(a[0], 8).unroll(a[0]);
+    }
 }
 
 // capsule_runs: predict_capsule_runs with 2 capsules a block (160 threads
@@ -983,7 +1011,8 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
     if (device == "cpu") {
         predict_cpu_tiled(target, s, {v["tile_i"], v["vec_mult"], v["stage_w"] != 0});
     } else if (v["runs"] != 0) {
-        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["row_groups"]});
+        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["row_groups"], v["copy_all"],
+                                 v["run_stage_u"], v["row_unroll"], v["copy_unroll"]});
     } else {
         predict_gpu_tiled(s, {v["ej_threads"], v["i_threads"], v["batch_tile"], v["stage_u"] != 0});
     }

@@ -53,12 +53,18 @@ inline const std::vector<SpaceSpec> &specs() {
           {"stage_u", 0, 1, false, 0, "copy the block's u tile to shared memory"},
           // runs=1 picks the capsule-runs family (PredictRunsTiling), which
           // reads only the knobs after runs; defaults as `capsule_runs`,
-          // but row_groups 0 (fixed rows, as the first explored points were).
+          // but row_groups 0 (fixed rows, as the first explored points were)
+          // and copy_all 0 (a point named before the knob copied with 32 x
+          // run_caps threads).
           {"runs", 0, 1, false, 0, "capsule runs: a block over run_caps capsules x run_rows rows"},
           {"e_vector", 2, 4, true, 2, "capsule runs: consecutive e a thread, one store a row"},
           {"run_caps", 1, 64, true, 2, "capsule runs: input capsules a block"},
           {"run_rows", 1, 1024, true, 64, "capsule runs: batch rows a block, walked by each thread"},
-          {"row_groups", 0, 64, false, 0, "capsule runs: if not 0, a block's rows are batch / row_groups"}}},
+          {"row_groups", 0, 64, false, 0, "capsule runs: if not 0, a block's rows are batch / row_groups"},
+          {"run_stage_u", 0, 1, false, 1, "capsule runs: 1 stages the block's u tile in shared memory, 0 reads rows through L1"},
+          {"row_unroll", 1, 8, true, 1, "capsule runs: rows a thread walks unrolled together"},
+          {"copy_all", 0, 1, false, 0, "capsule runs: 1 copies the u tile with every thread of the block, 0 with 32 x run_caps"},
+          {"copy_unroll", 1, 16, true, 1, "capsule runs: floats of the tile a thread loads before it stores them"}}},
         // The fused DigitCaps layer's pass kernel (schedules/digitcaps_fused_schedules.cpp,
         // FusedGpuTiling); defaults are those of `fused`.
         {"digitcaps_fused", "cuda",
