@@ -360,9 +360,6 @@ struct PredictRunsTiling {
     int run_rows = 64;   // batch rows a block, walked by each of its threads (when row_groups is 0)
     int row_groups = 2;  // if not 0: the batch split into this many groups of rows, a group a block
     int copy_all = 1;    // 1: the u tile copied by every thread of the block; 0: by 32 x run_caps threads
-    int stage_u = 1;     // 1: the block's u tile staged in shared memory; 0: each row's u read through L1
-    int row_unroll = 1;  // rows a thread walks unrolled together (their loads and stores interleaved)
-    int copy_unroll = 1; // floats of the tile a thread loads before storing them (unrolled)
 };
 
 // capsule runs: a block owns `run_caps` consecutive input capsules and a
@@ -426,26 +423,22 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     // which the runtime checks; Halide checks a host u_hat).
     const Expr fast = (out_dim % V == 0) && (K == 8 || K == 16) && (in_caps % C == 0) && (batch >= t.row_groups) &&
                       (C * rows * K * 4 <= 48 * 1024) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
-                      (rows % t.row_unroll == 0) &&
                       (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(2).stride() % V == 0) &&
                       (s.u_hat.output_buffer().dim(3).stride() % V == 0);
     s.u_hat.output_buffer().set_host_alignment(4 * V);
 
-    Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi"), bio("bio"),
-        row("row");
+    Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi");
     auto mapping = [&](Stage f, const Expr &threads_along_row, const Expr &block_rows, TailStrategy tail) {
         f.split(s.e, eo, ei, V, tail)
             .fuse(eo, s.j, ej)
             .split(ej, ejo, ejt, threads_along_row, tail)
             .split(s.i, io, ii, C, tail)
             .split(s.b, bo, bi, block_rows, tail)
-            .split(bi, bio, row, t.row_unroll, tail)
-            .reorder(ei, row, bio, ejt, ii, ejo, io, bo)
+            .reorder(ei, bi, ejt, ii, ejo, io, bo)
             .gpu_threads(ejt, ii)
             .gpu_blocks(ejo, io, bo)
-            .vectorize(ei)
-            .unroll(row);
+            .vectorize(ei);
     };
     // A kernel for each in_dim: one for both would hold in_dim 16's 32
     // values of W in registers (56 registers, against 32 for in_dim 8).
@@ -455,7 +448,7 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
 
     // A row's V accumulators (one vector), in registers.
     RVar rko("rko");
-    row_accumulators(s, row, V, rko);
+    row_accumulators(s, bi, V, rko);
     // At in_dim 16 both tiles unrolled, so that the thread's V x 16 values
     // of W have fixed addresses and LLVM loads them once, before the walk
     // over the rows (as at in_dim 8), not again for every row.
@@ -472,45 +465,34 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     // loaded before their stores, run 12) or copying 4 floats a thread (run
     // 4) was slower: 118.4 and 120.7 us at b512.
     std::vector<Var> a = s.u_in.args();  // (k, i, b)
-    if (t.stage_u) {
-        Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
-        const Expr copy_x = t.copy_all ? select(fast, row_threads, 32) : Expr(32);
-        s.u_in.compute_at(s.u_hat, ejo)
-            .store_in(MemoryType::GPUShared)
-            .align_storage(a[0], 8)
-            .fuse(a[0], a[1], flat)
-            .fuse(flat, a[2], flat)
-            .split(flat, flat_o, flat_i, copy_x * C, TailStrategy::GuardWithIf)
-            .split(flat_i, ty, tx, copy_x)
-            .gpu_threads(tx, ty);
-        if (t.copy_unroll > 1) {
-            Var fo("u_fo"), fu("u_fu");
-            s.u_in.split(flat_o, fo, fu, t.copy_unroll, TailStrategy::GuardWithIf).unroll(fu);
-        }
-        u_row_in_registers(s, rko);
-    } else {
-        // Each row's in_dim values read through L1: every thread of a
-        // capsule reads the same row (one broadcast a warp), 8 scalar loads
-        // (u's alignment is not known here).
-        s.u_in.in(s.accum).compute_at(s.accum, rko).store_in(MemoryType::Register).bound_extent(a[0], 8).unroll(a[0]);
-    }
+    Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
+    const Expr copy_x = t.copy_all ? select(fast, row_threads, 32) : Expr(32);
+    s.u_in.compute_at(s.u_hat, ejo)
+        .store_in(MemoryType::GPUShared)
+        .align_storage(a[0], 8)
+        .fuse(a[0], a[1], flat)
+        .fuse(flat, a[2], flat)
+        .split(flat, flat_o, flat_i, copy_x * C, TailStrategy::GuardWithIf)
+        .split(flat_i, ty, tx, copy_x)
+        .gpu_threads(tx, ty);
+    u_row_in_registers(s, rko);
 }
 
 // capsule_runs: predict_capsule_runs with 2 capsules a block (160 threads
 // at MNIST), the batch in 2 row groups (1152 blocks at MNIST, all resident
-// at once), 8-byte stores: the best of the capsule-runs space at MNIST b128
-// and b512 (the fixed-rows points that won there had the same grid).
-// Predicted from runs 1-2 (the fixed-rows points with the same grid): 34.4
-// / 112.4 us. Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-
-// h200-capsule-runs/run5, device time, `halcaps bench --device cuda --op
-// predict --shapes mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed
-// 3502`): MNIST b128 34.1 us (72.0% of the copy bandwidth over the bytes
-// floor, 7.1x the blog's kernel, 3.0x cuBLAS with its permute; batch_rows
-// 36.4, the hand-written cuda_staged 29.6), b512 112.0 (83.9%, 8.4x, 3.4x;
-// batch_rows 131.9, cuda_staged 99.9); b256 59.8 against batch_rows' 68.7,
-// b1024 251.8 against 256.3, in_dim 16 (128:1152:16:10:16) 65.2 against
-// batch_vectors' 77.1. Slower at out_caps 32 (b128: 100.4 against
-// batch_rows' 96.4) and at wide b32 (183.2 against batch_vectors' 106.5).
+// at once), 8-byte stores, the u tile copied by every thread: the best of
+// the capsule-runs space at MNIST b128 and b512 (runs 1-4, 11, 12).
+// Measured 2026-11-23 on an NVIDIA H200 (bench/results/nvidia-h200-capsule-
+// runs/run13, device time, `halcaps bench --device cuda --op predict
+// --shapes mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed 4302`): MNIST
+// b128 34.1 us (71.9% of the copy bandwidth over the bytes floor, 7.1x the
+// blog's kernel, 3.0x cuBLAS with its permute; batch_rows 36.3, the
+// hand-written cuda_staged 30.0), b512 109.4 (85.9%, 8.6x, 3.5x;
+// batch_rows 132.3, cuda_staged 100.5); b256 58.7 against batch_rows'
+// 68.8, b1024 230.7 against 257.4, in_dim 16 (128:1152:16:10:16) 63.0
+// against batch_vectors' 77.4. Slower at out_caps 32 (b128: 97.9 against
+// batch_rows' 96.7) and at wide b32 (182.2 against batch_vectors' 106.3).
+// Before copy_all (run 5): 34.1 / 112.0 us.
 void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2}); }
 
 // tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
@@ -1011,8 +993,7 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
     if (device == "cpu") {
         predict_cpu_tiled(target, s, {v["tile_i"], v["vec_mult"], v["stage_w"] != 0});
     } else if (v["runs"] != 0) {
-        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["row_groups"], v["copy_all"],
-                                 v["run_stage_u"], v["row_unroll"], v["copy_unroll"]});
+        predict_capsule_runs(s, {v["e_vector"], v["run_caps"], v["run_rows"], v["row_groups"], v["copy_all"]});
     } else {
         predict_gpu_tiled(s, {v["ej_threads"], v["i_threads"], v["batch_tile"], v["stage_u"] != 0});
     }

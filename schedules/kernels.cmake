@@ -18,9 +18,9 @@ halcaps_add_kernel(capsule_predict              batch_vectors cuda)
 halcaps_add_kernel(capsule_predict              batch_walk cuda)
 halcaps_add_kernel(capsule_predict              batch_rows cuda)
 # capsule_runs: a block over 2 capsules and half the batch, so that the grid
-# writes u_hat close to address order (H200, MNIST b128 34.1 us, b512 112.0,
-# batch_rows 36.4 / 131.9); the CUDA default where its fast path applies and
-# out_caps * out_dim <= 256.
+# writes u_hat close to address order (H200, MNIST b128 34.1 us, b512 109.4,
+# batch_rows 36.3 / 132.3); the CUDA default where its fast path applies and
+# it was measured faster (capsule_runs_fits, runtime/src/capsule_prediction.cpp).
 halcaps_add_kernel(capsule_predict              capsule_runs cuda)
 # The best point of `halcaps explore` over schedules/spaces/capsule_predict_cpu.space,
 # pasted from its best.txt (2026-11-21, MNIST b128, 2-core AMD EPYC with

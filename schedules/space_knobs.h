@@ -61,10 +61,7 @@ inline const std::vector<SpaceSpec> &specs() {
           {"run_caps", 1, 64, true, 2, "capsule runs: input capsules a block"},
           {"run_rows", 1, 1024, true, 64, "capsule runs: batch rows a block, walked by each thread"},
           {"row_groups", 0, 64, false, 0, "capsule runs: if not 0, a block's rows are batch / row_groups"},
-          {"run_stage_u", 0, 1, false, 1, "capsule runs: 1 stages the block's u tile in shared memory, 0 reads rows through L1"},
-          {"row_unroll", 1, 8, true, 1, "capsule runs: rows a thread walks unrolled together"},
-          {"copy_all", 0, 1, false, 0, "capsule runs: 1 copies the u tile with every thread of the block, 0 with 32 x run_caps"},
-          {"copy_unroll", 1, 16, true, 1, "capsule runs: floats of the tile a thread loads before it stores them"}}},
+          {"copy_all", 0, 1, false, 0, "capsule runs: 1 copies the u tile with every thread of the block, 0 with 32 x run_caps"}}},
         // The fused DigitCaps layer's pass kernel (schedules/digitcaps_fused_schedules.cpp,
         // FusedGpuTiling); defaults are those of `fused`.
         {"digitcaps_fused", "cuda",

@@ -45,17 +45,26 @@ bool batch_rows_fits(const TensorView &u, const TensorView &u_hat) {
 // memory (batch * in_dim at most 12288), out_caps * out_dim at most 1024
 // (the block's threads), and u_hat on an 8-byte boundary (its stores are 8
 // bytes; misaligned_pointer from the kernel's own check otherwise). The
-// default takes it only up to out_caps * out_dim 256: on an H200 it beat
-// batch_rows at 160 (MNIST, batch 128 to 1024) and batch_vectors at in_dim
-// 16 (128:1152:16:10:16, 65.2 us against 77.1), and lost at 512 (out_caps
-// 32: 100.4 us against batch_rows' 96.4 at MNIST b128; wide b32, 183.2
-// against batch_vectors' 106.5), bench/results/nvidia-h200-capsule-runs/run5;
-// between 256 and 512, not measured.
+// default takes it where it was measured faster on an H200, device time
+// (bench/results/nvidia-h200-capsule-runs/, runs 13-15), up to out_caps *
+// out_dim 512, the most measured:
+// - in_dim 8, out_caps * out_dim up to 256: faster than batch_rows at MNIST
+//   (b128 34.1 us against 36.3, b512 109.4 against 132.3) and than
+//   batch_vectors at b32 and b64 (14.7 / 21.2 against 15.5 / 25.7);
+// - in_dim 8, out_caps * out_dim 320 to 512: 2-6% faster than batch_rows at
+//   b256 and b512, but up to 1.7% slower at b128 (out_caps 24: 75.4 against
+//   74.1), so only from b256 on;
+// - in_dim 16: 1.2-2.0x faster than batch_vectors at b128 and b512, out_caps
+//   10 to 32, but slower at b32 and b64 (b64, out_caps 10: 49.9 against
+//   41.3; wide b32: 182.2 against 106.3), where each row group reads W for
+//   few rows; so only from b128 on.
 bool capsule_runs_fits(const TensorView &u, const TensorView &u_hat) {
     const int64_t batch = u_hat.shape[0], in_caps = u_hat.shape[1], out_caps = u_hat.shape[2],
                   out_dim = u_hat.shape[3], in_dim = u.shape[2];
+    const int64_t row = out_caps * out_dim;
+    const bool measured_faster = in_dim == 8 ? (row <= 256 || batch >= 256) : batch >= 128;
     return out_dim % 2 == 0 && in_caps % 2 == 0 && (in_dim == 8 || in_dim == 16) && batch % 2 == 0 &&
-           batch * in_dim <= 12288 && out_caps * out_dim <= 256 &&
+           batch * in_dim <= 12288 && row <= 512 && measured_faster &&
            reinterpret_cast<std::uintptr_t>(u_hat.data) % 8 == 0;
 }
 
@@ -89,7 +98,8 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
 
     std::string implementation = chosen_implementation(options, device);
     // On CUDA the forward's default is `capsule_runs` where its fast path
-    // applies (capsule_runs_fits; its times above), else `batch_rows` where
+    // applies and it was measured faster (capsule_runs_fits; its times
+    // above), else `batch_rows` where
     // its own does (batch_rows_fits), else `batch_walk` where its own does
     // (batch_walk_fits), else `batch_vectors`: the fastest Halide forwards
     // measured on an H200 (2026-11-22, device time). MNIST b128: batch_rows
