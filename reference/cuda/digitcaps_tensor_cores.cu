@@ -46,9 +46,12 @@
 // digitcaps_shared.cuh): a pass zeros its shared memory and copies its
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
-// Measured 2026-11-22 on an NVIDIA H200 (bench/results/
-// nvidia-h200-layer-passes/, run 7, `halcaps bench --op digitcaps`): MNIST
-// b128 75.1 us, b512 233.3, against the Halide default
+// Measured 2026-11-23 on an NVIDIA H200 (bench/results/
+// nvidia-h200-layer-staging/, run 1, `halcaps bench --op digitcaps`), with
+// the dense staging copies addressed from each thread's first piece: MNIST
+// b128 71.0 us, b512 214.6, against 74.8 / 233.2 before and torch.compile's
+// 427.9 / 1629.0 in the same run. Before that (nvidia-h200-layer-passes/,
+// run 7): MNIST b128 75.1 us, b512 233.3, against the Halide default
 // fused_split_all_vectors' 161.7 / 527.5, version 2's 205.7 / 468.1 and
 // torch.compile's 428.9 / 1613.4 in the same run. Under ncu at b128 the
 // first pass takes 23.5 us, each pass with the logits 34.5-34.9 and each
@@ -93,6 +96,7 @@ using tf32::SplitA;
 constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
 constexpr int kStages = 3;  // steps staged: the one read and two in flight
 constexpr int kRows = 16;   // batch rows a warp: the mma's M
+constexpr int kThreads = 128;  // a block's threads: m_tiles x i_lanes = 4 warps (block_shape)
 
 struct Args {
     i64 B, I;
@@ -145,6 +149,14 @@ __host__ __device__ int stage_region_floats(const Args &a) {
 template <typename V>
 size_t smem_bytes(const Args &a) {
     return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * V::VS);
+}
+
+// The shared-window address of a pointer into shared memory, and a 16-byte
+// cp.async to such an address (what __pipeline_memcpy_async does, without
+// converting its destination again for every copy).
+__device__ inline uint32_t shared_address(const float *p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ inline void copy16_async(uint32_t dst, const float *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
 // d += a * w in float32 accuracy (3xTF32), w the lane's two B values.
@@ -204,7 +216,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int m = warp % a.m_tiles, q = warp / a.m_tiles;  // the warp's row tile and i-lane
     const int g = lane / 4, t = lane % 4;
-    const int threads = blockDim.x;
+    const int threads = kThreads;
     const int tile_rows = a.m_tiles * kRows;
     const i64 b_first = i64(blockIdx.x) * tile_rows;
     const int rows = int(min(i64(tile_rows), a.B - b_first));
@@ -233,15 +245,31 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                 float *b0_dst = W_dst + JM * EP * WS;
                 float *u_dst = b0_dst + V::B0F;
                 const float *W_i = W + i * J * E * K;
-                if (a.dense) {  // rows of KP floats, KP / 4 pieces a row
-                    constexpr int per_row = 2 * KS;
-                    for (int c = threadIdx.x; c < J * EP * per_row; c += threads) {
-                        const int row = c / per_row, col = 4 * (c % per_row);  // row = j * EP + e
-                        __pipeline_memcpy_async(W_dst + row * WS + col, W_i + 4 * c, 16);
+                if (a.dense) {
+                    // Rows of KP floats, KP / 4 pieces a row. Thread x copies
+                    // pieces x, x + kThreads, ...: the same column of rows
+                    // kThreads / per_row apart, so that each copy's addresses
+                    // are the thread's first ones plus constants, and the
+                    // shared one is taken from the slot's shared-window
+                    // address (no index arithmetic or address conversion a
+                    // piece; 21 instructions a piece before, run 4 of
+                    // bench/results/nvidia-h200-layer-passes).
+                    constexpr int per_row = 2 * KS, row_step = kThreads / per_row;
+                    constexpr int w_copies = (JM * EP * per_row + kThreads - 1) / kThreads;
+                    const int w_pieces = J * EP * per_row;
+                    const int x = threadIdx.x, row = x / per_row, col = 4 * (x % per_row);
+                    const uint32_t W_at = shared_address(W_dst + row * WS + col);
+                    const float *W_src = W_i + 4 * x;
+#pragma unroll
+                    for (int n = 0; n < w_copies; n++) {
+                        if (n * kThreads + x < w_pieces) {
+                            copy16_async(W_at + 4 * n * row_step * WS, W_src + 4 * kThreads * n);
+                        }
                     }
-                    for (int c = threadIdx.x; c < rows * per_row; c += threads) {
-                        const int r = c / per_row, col = 4 * (c % per_row);
-                        __pipeline_memcpy_async(u_dst + r * US + col, u + ((b_first + r) * a.I + i) * K + col, 16);
+                    // The u rows: at most 32 x 4 pieces, one a thread.
+                    static_assert(2 * kRows * 2 * KS <= kThreads, "one u piece a thread");
+                    if (row < rows) {
+                        copy16_async(shared_address(u_dst + row * US + col), u + ((b_first + row) * a.I + i) * K + col);
                     }
                 } else {
                     for (int c = threadIdx.x; c < J * E * K; c += threads) {
@@ -494,7 +522,7 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     DeviceLimits device;
     int per_sm = 0;
     if (cudaError_t err = device_limits(&device); err != cudaSuccess) return err;
-    const int threads = 32 * plan->m_tiles * plan->i_lanes;
+    const int threads = tensor::kThreads;
     if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
             const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
@@ -517,7 +545,7 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
                              int iterations, const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
     if (iterations < 1 || s.batch < 1 || s.in_caps < 1 || s.out_caps < 1 || s.out_dim < 1 || s.in_dim < 1 ||
         digitcaps_tensor_refusal(s).extent != nullptr || u == nullptr || W == nullptr || v == nullptr ||
-        scratch == nullptr || plan.m_tiles < 1 || plan.i_lanes < 1 || plan.m_tiles * plan.i_lanes > 4 ||
+        scratch == nullptr || plan.m_tiles < 1 || plan.i_lanes < 1 || 32 * plan.m_tiles * plan.i_lanes != tensor::kThreads ||
         plan.chunk < 1 || plan.chunk % plan.i_lanes != 0 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
         return cudaErrorInvalidValue;
     }
@@ -526,7 +554,7 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
     const int64_t tile_rows = int64_t(plan.m_tiles) * tensor::kRows;
     const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
-    const dim3 block(32 * plan.m_tiles * plan.i_lanes);
+    const dim3 block(tensor::kThreads);
     return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
         return tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
