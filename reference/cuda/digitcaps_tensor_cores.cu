@@ -65,7 +65,9 @@
 // loops over j: 117 / 339. Tried and dropped (nvidia-h200-layer-passes/):
 // J split over a pair of warps (16 warps an SM, 36% more instructions):
 // 94.9 us at b128; bulk copies (cp.async.bulk) for W[i] and the u rows:
-// 130.3 us.
+// 130.3 us; W split into TF32 pairs once a call by the first pass and read
+// split by the others (nvidia-h200-layer-staging/, run 2): 84.7 us against
+// 71.0 (twice the W bytes staged a step, and the first pass's stores).
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
