@@ -547,8 +547,9 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
                              int iterations, const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
     if (iterations < 1 || s.batch < 1 || s.in_caps < 1 || s.out_caps < 1 || s.out_dim < 1 || s.in_dim < 1 ||
         digitcaps_tensor_refusal(s).extent != nullptr || u == nullptr || W == nullptr || v == nullptr ||
-        scratch == nullptr || plan.m_tiles < 1 || plan.i_lanes < 1 || 32 * plan.m_tiles * plan.i_lanes != tensor::kThreads ||
-        plan.chunk < 1 || plan.chunk % plan.i_lanes != 0 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
+        scratch == nullptr || plan.m_tiles < 1 || plan.i_lanes < 1 ||
+        32 * plan.m_tiles * plan.i_lanes != tensor::kThreads || plan.chunk < 1 || plan.chunk % plan.i_lanes != 0 ||
+        plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
         return cudaErrorInvalidValue;
     }
     const int64_t rows = s.batch * s.out_caps;
