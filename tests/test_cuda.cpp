@@ -85,20 +85,21 @@ TEST_CASE("cuda: predict's default off batch_walk's shapes is right at in_dim 8,
 }
 
 // At batch_walk's shapes (out_dim 16, in_dim 8, a batch that is a multiple
-// of 128) the default is capsule_runs (an even in_caps), else batch_rows
-// (out_caps 8 to 32) or batch_walk (other out_caps) when u_hat starts on an
-// 8-byte boundary, and batch_vectors otherwise: right either way. Each asked
-// for by name with such a host u_hat is refused with misaligned_pointer,
-// naming u_hat.
+// of 128) the default is capsule_runs (an even in_caps; past out_caps x
+// out_dim 256 only from batch 256 on), else batch_rows (out_caps 8 to 32) or
+// batch_walk (other out_caps) when u_hat starts on an 8-byte boundary, and
+// batch_vectors otherwise: right either way. Each asked for by name with
+// such a host u_hat is refused with misaligned_pointer, naming u_hat.
 TEST_CASE("cuda: predict's default at batch_walk's shapes, with u_hat on and off an 8-byte boundary",
           "[cuda][default]") {
     struct Case {
-        int64_t in_caps, out_caps;
+        int64_t batch, in_caps, out_caps;
         const char *fast_kernel;
     };
-    for (const auto &[in_caps, out_caps, fast_kernel] :
-         {Case{5, 3, "batch_walk"}, Case{5, 10, "batch_rows"}, Case{6, 10, "capsule_runs"}}) {
-        const reference::PredictShape shape{128, in_caps, 8, out_caps, 16};
+    for (const auto &[batch, in_caps, out_caps, fast_kernel] :
+         {Case{128, 5, 3, "batch_walk"}, Case{128, 5, 10, "batch_rows"}, Case{128, 6, 10, "capsule_runs"},
+          Case{128, 6, 32, "batch_rows"}, Case{256, 6, 24, "capsule_runs"}}) {
+        const reference::PredictShape shape{batch, in_caps, 8, out_caps, 16};
         PredictProblem p(shape);
         INFO("seed " << seed() << ", shape " << shape_name(shape) << ", fast kernel " << fast_kernel);
         const std::vector<double> expected = reference::predict_f64(p.s, p.u.data(), p.W.data());
