@@ -59,6 +59,7 @@
 #include <cstdint>
 
 #include "capsule_prediction_tensor_cores.h"
+#include "cp_async.cuh"
 #include "pointer_alignment.h"
 #include "tf32_mma.cuh"
 
@@ -105,24 +106,6 @@ struct Args {
     bool g_vec, u_vec;  // JE (K) a multiple of 4 and g (u) 16-byte aligned: 16-byte copies
 };
 
-// cp.async of `bytes` (4 or 16) from global to shared memory, reading
-// src_bytes of them (0 or bytes) and zero-filling the rest; src must be a
-// valid address either way.
-template <int bytes>
-__device__ inline void copy_async(float *dst, const float *src, int src_bytes) {
-    const unsigned dst_s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    if constexpr (bytes == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst_s), "l"(src), "r"(src_bytes) : "memory");
-    } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst_s), "l"(src), "r"(src_bytes) : "memory");
-    }
-}
-__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int pending>
-__device__ inline void wait_copies() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory");
-}
-
 // Copies `width` (a multiple of 2, compile-time) floats of one row from
 // src to dst, two lanes a row (`half`), zeros past `valid` floats (0 for a
 // row past B). The common case (16-byte pieces, the whole width valid)
@@ -133,18 +116,20 @@ __device__ inline void copy_row(float *dst, const float *src, int valid, bool ve
     if (vec && (valid == width || valid == 0)) {
         const int bytes = valid == 0 ? 0 : 16;
 #pragma unroll
-        for (int p = 0; p < width / 8; p++) copy_async<16>(dst + 4 * (half + 2 * p), src + 4 * (half + 2 * p), bytes);
+        for (int p = 0; p < width / 8; p++) {
+            cp_async::copy_zero_filled<16>(dst + 4 * (half + 2 * p), src + 4 * (half + 2 * p), bytes);
+        }
     } else if (vec) {  // the whole of a 16-byte piece is valid or none (the row length is a multiple of 4)
 #pragma unroll
         for (int p = 0; p < width / 8; p++) {
             const int col = 4 * (half + 2 * p);
-            copy_async<16>(dst + col, col < valid ? src + col : src, col < valid ? 16 : 0);
+            cp_async::copy_zero_filled<16>(dst + col, col < valid ? src + col : src, col < valid ? 16 : 0);
         }
     } else {
 #pragma unroll 8
         for (int p = 0; p < width / 2; p++) {
             const int col = half + 2 * p;
-            copy_async<4>(dst + col, col < valid ? src + col : src, col < valid ? 4 : 0);
+            cp_async::copy_zero_filled<4>(dst + col, col < valid ? src + col : src, col < valid ? 4 : 0);
         }
     }
 }
@@ -196,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
                 next_chunk++;
             }
         }
-        commit_copies();  // possibly empty, so that the wait below counts groups uniformly
+        cp_async::commit();  // possibly empty, so that the wait below counts groups uniformly
     };
     for (int s = 0; s < kStages - 1; s++) enqueue();
 
@@ -223,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
 
         for (i64 tile = 0; tile < a.tiles; tile++) {
             enqueue();
-            wait_copies<kStages - 1>();
+            cp_async::wait<kStages - 1>();
             __syncwarp();
             const float *g_s = stages + stage * V::STAGE;
             stage = stage + 1 == kStages ? 0 : stage + 1;
@@ -302,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
             }
         }
     }
-    wait_copies<0>();
+    cp_async::wait<0>();
 }
 
 template <typename V>

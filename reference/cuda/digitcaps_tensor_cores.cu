@@ -76,6 +76,7 @@
 #include <type_traits>
 
 #include "digitcaps_cuda.h"
+#include "cp_async.cuh"
 #include "device_limits.h"
 #include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
@@ -154,14 +155,6 @@ __host__ __device__ int stage_region_floats(const Args &a) {
 template <typename V>
 size_t smem_bytes(const Args &a) {
     return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * V::VS);
-}
-
-// The shared-window address of a pointer into shared memory, and a 16-byte
-// cp.async to such an address (what __pipeline_memcpy_async does, without
-// converting its destination again for every copy).
-__device__ inline uint32_t shared_address(const float *p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ inline void copy16_async(uint32_t dst, const float *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
 // d += a * w in float32 accuracy (3xTF32), w the lane's two B values.
@@ -263,18 +256,19 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                     constexpr int w_copies = (JM * EP * per_row + kThreads - 1) / kThreads;
                     const int w_pieces = J * EP * per_row;
                     const int x = threadIdx.x, row = x / per_row, col = 4 * (x % per_row);
-                    const uint32_t W_at = shared_address(W_dst + row * WS + col);
+                    const uint32_t W_at = cp_async::shared_address(W_dst + row * WS + col);
                     const float *W_src = W_i + 4 * x;
 #pragma unroll
                     for (int n = 0; n < w_copies; n++) {
                         if (n * kThreads + x < w_pieces) {
-                            copy16_async(W_at + 4 * n * row_step * WS, W_src + 4 * kThreads * n);
+                            cp_async::copy16(W_at + 4 * n * row_step * WS, W_src + 4 * kThreads * n);
                         }
                     }
                     // The u rows: at most 32 x 4 pieces, one a thread.
                     static_assert(2 * kRows * 2 * KS <= kThreads, "one u piece a thread");
                     if (row < rows) {
-                        copy16_async(shared_address(u_dst + row * US + col), u + ((b_first + row) * a.I + i) * K + col);
+                        cp_async::copy16(cp_async::shared_address(u_dst + row * US + col),
+                                         u + ((b_first + row) * a.I + i) * K + col);
                     }
                 } else {
                     for (int c = threadIdx.x; c < J * E * K; c += threads) {
