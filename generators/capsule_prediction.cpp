@@ -136,8 +136,61 @@ public:
     }
 };
 
+// Both gradients in one pipeline (two outputs): the sums of
+// CapsulePredictGradInput and CapsulePredictGradWeight, written once more so
+// that a schedule may compute both in one pass over g.
+class CapsulePredictBackward : public Generator<CapsulePredictBackward> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "fused_cpu"};
+
+    Input<Buffer<float, 4>> g{"g"};
+    Input<Buffer<float, 3>> u{"u"};
+    Input<Buffer<float, 4>> W{"W"};
+    Output<Buffer<float, 3>> grad_u{"grad_u"};
+    Output<Buffer<float, 4>> grad_W{"grad_W"};
+
+    void generate() {
+        halcaps::PredictBackwardStages s;
+        s.g = g;
+        s.u = u;
+        s.W = W;
+        s.k = Var("k"), s.e = Var("e"), s.j = Var("j"), s.i = Var("i"), s.b = Var("b");
+        s.r_ej = RDom(0, g.dim(0).extent(), 0, g.dim(1).extent(), "r_ej");
+        s.rb = RDom(0, g.dim(3).extent(), "rb");
+
+        // Inputs seen through clamped indices (see CapsulePredict).
+        s.g_in = BoundaryConditions::repeat_edge(g);
+        s.u_in = BoundaryConditions::repeat_edge(u);
+        s.W_in = BoundaryConditions::repeat_edge(W);
+
+        s.accum_u = Func("grad_u_accum");
+        s.accum_u(s.k, s.i, s.b) = 0.0f;
+        s.accum_u(s.k, s.i, s.b) += s.g_in(s.r_ej.x, s.r_ej.y, s.i, s.b) * s.W_in(s.k, s.r_ej.x, s.r_ej.y, s.i);
+        grad_u(s.k, s.i, s.b) = s.accum_u(s.k, s.i, s.b);
+        s.grad_u = grad_u;
+
+        s.accum_W = Func("grad_W_accum");
+        s.accum_W(s.k, s.e, s.j, s.i) = 0.0f;
+        s.accum_W(s.k, s.e, s.j, s.i) += s.g_in(s.e, s.j, s.i, s.rb) * s.u_in(s.k, s.i, s.rb);
+        grad_W(s.k, s.e, s.j, s.i) = s.accum_W(s.k, s.e, s.j, s.i);
+        s.grad_W = grad_W;
+
+        require_dense(g), require_dense(u), require_dense(W), require_dense(grad_u), require_dense(grad_W);
+        g.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+        grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+        grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+
+        if (!using_autoscheduler()) {
+            halcaps::schedule_predict_backward(schedule, get_target(), s);
+        }
+    }
+};
+
 }  // namespace
 
 HALIDE_REGISTER_GENERATOR(CapsulePredict, capsule_predict)
 HALIDE_REGISTER_GENERATOR(CapsulePredictGradInput, capsule_predict_grad_input)
 HALIDE_REGISTER_GENERATOR(CapsulePredictGradWeight, capsule_predict_grad_weight)
+HALIDE_REGISTER_GENERATOR(CapsulePredictBackward, capsule_predict_backward)

@@ -51,3 +51,24 @@ struct PredictGradWeightStages {
 };
 
 }  // namespace halcaps
+
+namespace halcaps {
+
+// Both gradients as the two outputs of one pipeline, so that a schedule may
+// compute them in one pass over g (the same sums as PredictGradInputStages
+// and PredictGradWeightStages):
+//   grad_u(k, i, b)    = sum_{j,e} g(e, j, i, b) * W(k, e, j, i)
+//   grad_W(k, e, j, i) = sum_b     g(e, j, i, b) * u(k, i, b)
+struct PredictBackwardStages {
+    Halide::Func g, u, W;          // inputs (e, j, i, b), (k, i, b), (k, e, j, i)
+    Halide::Func g_in, u_in, W_in;  // the inputs with indices clamped (see PredictStages)
+    Halide::Func accum_u;          // (k, i, b): pure init 0, update += over r_ej
+    Halide::Func accum_W;          // (k, e, j, i): pure init 0, update += over rb
+    Halide::Func grad_u;           // output (k, i, b)
+    Halide::Func grad_W;           // output (k, e, j, i)
+    Halide::Var k, e, j, i, b;
+    Halide::RDom r_ej;             // r_ej.x over out_dim (e), r_ej.y over out_caps (j)
+    Halide::RDom rb;               // over batch
+};
+
+}  // namespace halcaps

@@ -151,6 +151,12 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {
         return detail::run_hand_cuda_predict_backward(implementation, g, u, W, grad_u, grad_W, options);
     }
+    // Both gradients from one pipeline (capsule_predict_backward: `fused`,
+    // `fused_cpu`), else a pipeline each.
+    if (const HalideKernelEntry *both = find_halide_kernel("capsule_predict_backward", implementation, device)) {
+        return detail::run_halide(op, both->function, device, options, {g, u, W}, {grad_u, grad_W}, {},
+                                  {"g", "u", "W", "grad_u", "grad_W"});
+    }
     const HalideKernelEntry *grad_input = nullptr, *grad_weight = nullptr;
     if (Status s = find_kernel(op, "capsule_predict_grad_input", implementation, device, &grad_input); !s.ok()) {
         return s;
@@ -176,6 +182,9 @@ std::vector<ImplementationInfo> list_implementations() {
         } else if (generator == "capsule_predict_grad_input" &&
                    find_halide_kernel("capsule_predict_grad_weight", schedule, k.device) != nullptr) {
             out.push_back({"predict_backward", schedule, k.device, "Halide schedules '" + schedule + "' (grad_u, grad_W)"});
+        } else if (generator == "capsule_predict_backward") {
+            out.push_back({"predict_backward", schedule, k.device,
+                           "Halide schedule '" + schedule + "' (both gradients in one pipeline)"});
         }
     }
     for (const auto &h : detail::hand_cuda_implementations()) {
