@@ -18,7 +18,7 @@ using schedule_util::check_schedule;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"fused_cpu"};
-const std::vector<std::string> kGpuSchedules = {"fused", "fused_c16", "fused_c64"};
+const std::vector<std::string> kGpuSchedules = {"fused", "fused_c32", "fused_k4"};
 
 // fused_cpu: checks the algorithm on machines without a GPU (the two-pipeline
 // `cpu` gradients are the CPU default). grad_u parallel over batch rows,
@@ -40,36 +40,38 @@ struct BackwardChunking {
 };
 
 // A block per (input capsule i, chunk of `chunk` batch rows), two kernels:
-//  1. The block stages its chunk of g (chunk x J x E floats), u (chunk x K)
+//  1. The block stages its chunk of g (J x E x chunk floats, batch innermost)
 //     and W's slice of i (J x E x K) in shared memory, then
 //     - computes grad_W's partial sums over the chunk: a thread per (e, j)
-//       (threads e along x, j along y), K accumulators in registers (a vector
-//       of 8), per batch row one shared load of g and a broadcast of u's row;
-//       the partial sums (one grad_W-sized slab a chunk) go to a scratch
-//       buffer;
+//       (threads e along x, j along y), 8 accumulators in registers (a
+//       vector over k), per batch row one shared load of g and u's row
+//       (global memory: one address across the block, L1 hits); the partial sums (one grad_W-sized slab a chunk) go to
+//       a scratch buffer;
 //     - computes grad_u of the chunk's rows: a thread per (batch row,
-//       K / k_groups of k), lanes along batch rows, walking (e, j) with a
-//       shared load of g and a broadcast of W's k.
+//       8 / k_groups of k), 16 lanes along batch rows, walking (e, j) with
+//       a shared load of g and a broadcast of W's k.
 //     Both parts are one kernel through compute_with on their (chunk, i)
 //     block loops; the partial sums are an rfactor of grad_W's sum over the
 //     batch split into chunks.
 //  2. grad_W sums the chunks' partial sums: a thread per (e, j, i).
-// g's chunk is stored with its row strides made odd ((E|1) x (J|1) floats a
-// row): grad_u's lanes read 16 rows at the same (e, j), which at MNIST's 160
-// floats a row would all hit one bank.
+// g's tile keeps the batch innermost with a row of chunk + 1 floats (odd):
+// grad_u's lanes read consecutive batch rows, grad_W's and the copy's lanes
+// consecutive (e, j) at a stride of chunk + 1, both free of bank conflicts.
+// Every tile's size is a multiple of 8 floats (e and k padded): Halide packs
+// the block's tiles one after the other, and a tile of odd size misaligned
+// the next one's vector loads (wrong grad_u at K = 1 and 5 in run 1).
 // Applies where a block's threads (at most 1024) and staged tiles (at most
-// 48 KB) fit; elsewhere the kernel returns an error naming the limit (the
-// runtime picks it by default only where it fits).
+// 48 KB) fit; elsewhere the kernel returns an error naming the limit.
 void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
     constexpr int rows_a_lane_group = 16;  // grad_u's lanes along batch rows
+    constexpr int copy_unroll = 16;       // g rows a thread loads before storing them
     const int chunk = t.chunk, k_per_thread = 8 / t.k_groups;
     const Expr K = s.grad_u.output_buffer().dim(0).extent();
     const Expr E = s.grad_W.output_buffer().dim(1).extent();
     const Expr J = s.grad_W.output_buffer().dim(2).extent();
-    auto make_odd = [](const Expr &x) { return x + 1 - x % 2; };
-    const Expr e_store = make_odd(E), j_store = make_odd(J);
+    auto round_up_8 = [](const Expr &x) { return (x + 7) / 8 * 8; };
     const Expr u_rows = chunk / rows_a_lane_group * ((K + k_per_thread - 1) / k_per_thread);
-    const Expr shared_bytes = 4 * (chunk * e_store * j_store + chunk * K + K * E * J);
+    const Expr shared_bytes = 4 * ((chunk + 1) * round_up_8(E) * J + round_up_8(K) * E * J);
     const Expr threads = max(E, rows_a_lane_group) * max(J, u_rows);
     const Expr fits = shared_bytes <= schedule_util::kDefaultSharedBytes && threads <= schedule_util::kMaxBlockThreads;
 
@@ -90,17 +92,18 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
     s.accum_W.compute_at(s.grad_W, s.e).store_in(MemoryType::Register).bound_extent(s.k, 8).vectorize(s.k);
     s.accum_W.update().reorder(s.k, rbo).vectorize(s.k);
 
-    // Kernel 1, grad_W's part: the partial sums of the chunk.
+    // Kernel 1, grad_W's part: the partial sums of the chunk. The mapping,
+    // then the shapes it fits (a specialization copies the mapping;
+    // compute_with below matches grad_u's loops against it).
     const std::vector<Var> pa = partials.args();  // (k, e, j, i, bo)
     Var pko("pko"), pki("pki");
-    // The mapping, then the shapes it fits (a specialization copies the
-    // mapping; compute_with below matches grad_u's loops against it).
     partials.compute_root()
         .split(pa[0], pko, pki, 8, TailStrategy::GuardWithIf)
         .reorder(pki, pa[1], pa[2], pko, pa[3], pa[4])
         .gpu_threads(pa[1], pa[2])
         .gpu_blocks(pa[3], pa[4])
         .vectorize(pki);
+    partials.specialize(fits && K == 8);  // MNIST's in_dim: u's and W's loads need no clamps
     partials.specialize(fits);
     partials.specialize_fail(
         "capsule_predict_backward (fused): the block's tiles or threads exceed the launch limits at this shape "
@@ -114,11 +117,12 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
         .vectorize(ia[0])
         .unroll(rbv);
 
-    // Kernel 1, grad_u's part, fused with the partial sums' block loops.
+    // Kernel 1, grad_u's part, fused with the partial sums' block loops. A
+    // warp's two halves share their batch rows and differ in k.
     s.grad_u.split(s.b, bo, bi, chunk, TailStrategy::GuardWithIf)
         .split(bi, by, bx, rows_a_lane_group)
         .split(s.k, ko, ki, k_per_thread, TailStrategy::GuardWithIf)
-        .fuse(by, ko, by)
+        .fuse(ko, by, by)
         .reorder(ki, bx, by, s.i, bo)
         .gpu_threads(bx, by)
         .gpu_blocks(s.i, bo)
@@ -141,27 +145,21 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
     Var gbo("gbo"), gbi("gbi");
     g_tile.compute_at(partials, pa[3])
         .store_in(MemoryType::GPUShared)
-        .bound_storage(ga[0], e_store)
-        .bound_storage(ga[1], j_store)
-        .split(ga[3], gbo, gbi, 4, TailStrategy::GuardWithIf)
+        .reorder_storage(ga[3], ga[0], ga[1], ga[2])
+        .bound_storage(ga[3], chunk + 1)
+        .align_storage(ga[0], 8)
+        .split(ga[3], gbo, gbi, copy_unroll, TailStrategy::GuardWithIf)
         .reorder(gbi, gbo, ga[0], ga[1])
         .gpu_threads(ga[0], ga[1])
         .unroll(gbi);
-    Func u_tile = s.u_in.in(intm);
-    const std::vector<Var> ua = u_tile.args();  // (k, i, b)
-    Var uf("uf"), ufo("ufo"), ufi("ufi");
-    u_tile.compute_at(partials, pa[3])
-        .store_in(MemoryType::GPUShared)
-        .reorder(ua[0], ua[2], ua[1])
-        .fuse(ua[0], ua[2], uf)
-        .split(uf, ufo, ufi, rows_a_lane_group, TailStrategy::GuardWithIf)
-        .gpu_threads(ufi);
     Func W_tile = s.W_in.in(s.accum_u);
     const std::vector<Var> wa = W_tile.args();  // (k, e, j, i)
     W_tile.compute_at(partials, pa[3])
         .store_in(MemoryType::GPUShared)
-        .reorder(wa[0], wa[1], wa[2])
-        .gpu_threads(wa[1], wa[2]);
+        .align_storage(wa[0], 8)
+        .reorder(wa[0], wa[1], wa[2], wa[3])
+        .gpu_threads(wa[1], wa[2])
+        .vectorize(wa[0], 8, TailStrategy::GuardWithIf);
 }
 
 }  // namespace
@@ -169,9 +167,9 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
 void schedule_predict_backward(const std::string &name, const Target &target, PredictBackwardStages &s) {
     check_schedule("capsule_predict_backward", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "fused_cpu") backward_cpu(s);
-    if (name == "fused") backward_chunks(s, {32, 2});
-    if (name == "fused_c16") backward_chunks(s, {16, 2});
-    if (name == "fused_c64") backward_chunks(s, {64, 2});
+    if (name == "fused") backward_chunks(s, {64, 2});
+    if (name == "fused_c32") backward_chunks(s, {32, 2});
+    if (name == "fused_k4") backward_chunks(s, {64, 4});
 }
 
 }  // namespace halcaps

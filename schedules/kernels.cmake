@@ -42,8 +42,8 @@ halcaps_add_kernel(capsule_predict_grad_weight  vectors   cuda)
 # machines without a GPU.
 halcaps_add_kernel(capsule_predict_backward     fused_cpu cpu)
 halcaps_add_kernel(capsule_predict_backward     fused     cuda)
-halcaps_add_kernel(capsule_predict_backward     fused_c16 cuda)
-halcaps_add_kernel(capsule_predict_backward     fused_c64 cuda)
+halcaps_add_kernel(capsule_predict_backward     fused_c32 cuda)
+halcaps_add_kernel(capsule_predict_backward     fused_k4  cuda)
 
 # Squash, routing and the DigitCaps layer (generators/digitcaps.cpp,
 # schedules/digitcaps_schedules.cpp). The routing iterations are unrolled at
