@@ -18,7 +18,7 @@ using schedule_util::check_schedule;
 namespace {
 
 const std::vector<std::string> kCpuSchedules = {"fused_cpu"};
-const std::vector<std::string> kGpuSchedules = {"fused", "fused_c32", "fused_k4"};
+const std::vector<std::string> kGpuSchedules = {"fused"};
 
 // fused_cpu: checks the algorithm on machines without a GPU (the two-pipeline
 // `cpu` gradients are the CPU default). grad_u parallel over batch rows,
@@ -62,6 +62,19 @@ struct BackwardChunking {
 // the next one's vector loads (wrong grad_u at K = 1 and 5 in run 1).
 // Applies where a block's threads (at most 1024) and staged tiles (at most
 // 48 KB) fit; elsewhere the kernel returns an error naming the limit.
+// Predicted (before run 2): 60-80 us at MNIST b128, 230-300 at b512.
+// Measured 2026-11-23 on an NVIDIA H200 (bench/results/nvidia-h200-fused-
+// gradients/run2, `halcaps bench --device cuda --op predict_backward
+// --shapes mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed 6201`), both
+// gradients: chunks of 32 (`fused`) 117.9 us at b128, 421.7 at b512;
+// chunks of 64 135.7 / 456.3, with 2 k a thread 117.0 / 394.1 (chunks of
+// 64 do not fit 48 KB at out_caps 11, so they are not built); `vectors` 95.9
+// / 329.1, the hand-written cuda_tensor 46.8 / 157.9 in the same run. Slower
+// than the two-pipeline `vectors`, so not the default: one read of g is
+// not enough while each block's phases (copy, grad_W part, grad_u part)
+// wait on each other behind barriers, and the partial sums cost a
+// grad_W-sized slab a chunk. Run 1's first cut (g row-major with odd row
+// strides, tiles copied a float at a time by few threads): 133.3 / 458.3.
 void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
     constexpr int rows_a_lane_group = 16;  // grad_u's lanes along batch rows
     constexpr int copy_unroll = 16;       // g rows a thread loads before storing them
@@ -167,9 +180,7 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
 void schedule_predict_backward(const std::string &name, const Target &target, PredictBackwardStages &s) {
     check_schedule("capsule_predict_backward", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "fused_cpu") backward_cpu(s);
-    if (name == "fused") backward_chunks(s, {64, 2});
-    if (name == "fused_c32") backward_chunks(s, {32, 2});
-    if (name == "fused_k4") backward_chunks(s, {64, 4});
+    if (name == "fused") backward_chunks(s, {32, 2});
 }
 
 }  // namespace halcaps
