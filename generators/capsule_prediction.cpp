@@ -21,6 +21,26 @@ using halcaps::require_dense;
 // autoscheduler sees.
 constexpr int kBatch = 128, kInCaps = 1152, kInDim = 8, kOutCaps = 10, kOutDim = 16;
 
+// The two gradients' sums, defined once for the generators that compute
+// them (one pipeline each, or both in one): accumulators with a pure init 0
+// and an update over the reduction, which the schedules address as such.
+//   grad_u(k, i, b)    = sum_{j,e} g(e, j, i, b) * W(k, e, j, i)
+Func grad_input_sum(const Func &g_in, const Func &W_in, const Var &k, const Var &i, const Var &b, const RDom &r_ej) {
+    Func accum("grad_u_accum");
+    accum(k, i, b) = 0.0f;
+    accum(k, i, b) += g_in(r_ej.x, r_ej.y, i, b) * W_in(k, r_ej.x, r_ej.y, i);
+    return accum;
+}
+
+//   grad_W(k, e, j, i) = sum_b g(e, j, i, b) * u(k, i, b)
+Func grad_weight_sum(const Func &g_in, const Func &u_in, const Var &k, const Var &e, const Var &j, const Var &i,
+                     const RDom &rb) {
+    Func accum("grad_W_accum");
+    accum(k, e, j, i) = 0.0f;
+    accum(k, e, j, i) += g_in(e, j, i, rb) * u_in(k, i, rb);
+    return accum;
+}
+
 class CapsulePredict : public Generator<CapsulePredict> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "cpu"};
@@ -81,9 +101,7 @@ public:
         s.g_in = BoundaryConditions::repeat_edge(g);
         s.W_in = BoundaryConditions::repeat_edge(W);
 
-        s.accum = Func("grad_u_accum");
-        s.accum(s.k, s.i, s.b) = 0.0f;
-        s.accum(s.k, s.i, s.b) += s.g_in(s.r_ej.x, s.r_ej.y, s.i, s.b) * s.W_in(s.k, s.r_ej.x, s.r_ej.y, s.i);
+        s.accum = grad_input_sum(s.g_in, s.W_in, s.k, s.i, s.b, s.r_ej);
         grad_u(s.k, s.i, s.b) = s.accum(s.k, s.i, s.b);
         s.grad_u = grad_u;
 
@@ -119,9 +137,7 @@ public:
         s.g_in = BoundaryConditions::repeat_edge(g);
         s.u_in = BoundaryConditions::repeat_edge(u);
 
-        s.accum = Func("grad_W_accum");
-        s.accum(s.k, s.e, s.j, s.i) = 0.0f;
-        s.accum(s.k, s.e, s.j, s.i) += s.g_in(s.e, s.j, s.i, s.rb) * s.u_in(s.k, s.i, s.rb);
+        s.accum = grad_weight_sum(s.g_in, s.u_in, s.k, s.e, s.j, s.i, s.rb);
         grad_W(s.k, s.e, s.j, s.i) = s.accum(s.k, s.e, s.j, s.i);
         s.grad_W = grad_W;
 
@@ -137,8 +153,8 @@ public:
 };
 
 // Both gradients in one pipeline (two outputs): the sums of
-// CapsulePredictGradInput and CapsulePredictGradWeight, written once more so
-// that a schedule may compute both in one pass over g.
+// CapsulePredictGradInput and CapsulePredictGradWeight, so that a schedule
+// may compute both in one pass over g.
 class CapsulePredictBackward : public Generator<CapsulePredictBackward> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "fused_cpu"};
@@ -163,15 +179,11 @@ public:
         s.u_in = BoundaryConditions::repeat_edge(u);
         s.W_in = BoundaryConditions::repeat_edge(W);
 
-        s.accum_u = Func("grad_u_accum");
-        s.accum_u(s.k, s.i, s.b) = 0.0f;
-        s.accum_u(s.k, s.i, s.b) += s.g_in(s.r_ej.x, s.r_ej.y, s.i, s.b) * s.W_in(s.k, s.r_ej.x, s.r_ej.y, s.i);
+        s.accum_u = grad_input_sum(s.g_in, s.W_in, s.k, s.i, s.b, s.r_ej);
         grad_u(s.k, s.i, s.b) = s.accum_u(s.k, s.i, s.b);
         s.grad_u = grad_u;
 
-        s.accum_W = Func("grad_W_accum");
-        s.accum_W(s.k, s.e, s.j, s.i) = 0.0f;
-        s.accum_W(s.k, s.e, s.j, s.i) += s.g_in(s.e, s.j, s.i, s.rb) * s.u_in(s.k, s.i, s.rb);
+        s.accum_W = grad_weight_sum(s.g_in, s.u_in, s.k, s.e, s.j, s.i, s.rb);
         grad_W(s.k, s.e, s.j, s.i) = s.accum_W(s.k, s.e, s.j, s.i);
         s.grad_W = grad_W;
 
