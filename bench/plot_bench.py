@@ -8,7 +8,9 @@ One subplot per operator in the file (or only the one named with --operator);
 within a subplot, one group of bars per shape and one bar per implementation,
 each implementation in the same colour in every subplot. The output format
 (PNG or SVG) follows the extension of the -o file. Rows marked "valid": false
-are drawn grey and hatched and labelled "invalid". With the default metric
+are drawn grey and hatched and labelled "invalid"; rows marked "applies": false
+(the implementation refused the shape) get no bar and the label "does not
+apply". With the default metric
 (`us`), a dashed line over each shape group marks the bytes-floor time
 (`floor_us`): the time the operator's compulsory bytes take at the measured
 copy bandwidth.
@@ -93,8 +95,9 @@ def load_results(path):
         for key in ("operator", "shape", "implementation"):
             if not isinstance(row.get(key), str) or not row[key]:
                 raise InputError(f"{path}: row {i} has no \"{key}\" string")
-        if "valid" in row and not isinstance(row["valid"], bool):
-            raise InputError(f"{path}: row {i}: \"valid\" is {row['valid']!r}, not true/false")
+        for key in ("valid", "applies"):
+            if key in row and not isinstance(row[key], bool):
+                raise InputError(f"{path}: row {i}: \"{key}\" is {row[key]!r}, not true/false")
         row["_index"] = i
         row["_path"] = path
     return data
@@ -206,7 +209,11 @@ def plot(data, output, operator=None, metric="us", log=False):
                 valid = r.get("valid", True)
                 drawable = value is not None and (value > 0 or not log)
                 height = value if drawable else stub
-                if not valid:
+                if not r.get("applies", True):  # refused the shape: no bar
+                    height = (min(known) if known else 1.0) if log else 0.0
+                    label = "does not apply"
+                    valid = False  # grey label
+                elif not valid:
                     any_invalid = True
                     ax.bar(x, height, width * 0.92, color="lightgrey", edgecolor="dimgrey",
                            hatch="///", linewidth=0.8)

@@ -51,6 +51,10 @@ struct Row {
     std::string op, shape, implementation, family;
     reference::PredictShape dims{};
     bool valid = false;
+    // false: the implementation refused the shape (unsupported_shape, e.g.
+    // its blocks past 48 KB of shared memory); shown as n/a, not timed, and
+    // not counted as wrong. check_summary holds its message.
+    bool applies = true;
     double max_abs_error = 0, rel_l2_error = 0;
     double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0, speedup_vs_naive = 0;
     double call_us = 0;       // one call on an idle stream, the host's launch path included (Timing)
@@ -223,18 +227,29 @@ void fill_rates(Row &r, double bytes, double flops, double copy_gbs) {
     r.floor_us = bytes / (copy_gbs * 1e3);
 }
 
-// A row for an implementation whose checking call returned an error: shown
-// as wrong, never timed.
+// A row for an implementation whose checking call returned an error, never
+// timed: n/a where it refused the shape (unsupported_shape), wrong for any
+// other error.
+void mark_failed(Row &r, const Status &status) {
+    r.valid = false;
+    r.applies = status.code != StatusCode::unsupported_shape;
+    r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
+    r.check_summary = (r.applies ? std::string("error: ") + status_code_name(status.code) + ": "
+                                 : std::string("does not apply: ")) +
+                      status.message;
+}
+
 Row failed_row(const std::string &op, const BenchShape &shape, const std::string &name, Device device,
                const Status &status) {
     Row r;
     r.op = op, r.shape = shape.name, r.implementation = name, r.family = family_of(name, device);
     r.dims = shape.s;
-    r.valid = false;
-    r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
-    r.check_summary = std::string("error: ") + status_code_name(status.code) + ": " + status.message;
+    mark_failed(r, status);
     return r;
 }
+
+// The check column: ok, WRONG, or n/a for a refused shape.
+const char *check_text(const Row &r) { return !r.applies ? "n/a" : r.valid ? "ok" : "WRONG"; }
 
 void take_check(Row &r, const reference::Comparison &c) {
     r.valid = c.passed;
@@ -435,12 +450,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
             options.implementation = implementation;
             v.poison();
             if (second != nullptr) second->poison();
-            if (Status st = call(options, 0); !st.ok()) {
-                if (st.code == StatusCode::unsupported_shape) {  // e.g. fused blocks past 48 KB of shared memory
-                    std::printf("%s %s: %s does not apply (%s)\n", op.c_str(), shape.name.c_str(),
-                                implementation.c_str(), st.message.c_str());
-                    continue;
-                }
+            if (Status st = call(options, 0); !st.ok()) {  // e.g. fused blocks past 48 KB of shared memory: n/a
                 rows.push_back(failed_row(op, shape, implementation, device, st));
                 continue;
             }
@@ -558,14 +568,8 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
         options.implementation = name;
         output.poison();
         if (Status st = capsconv(input.view(0), filter.view(0), output.view(), params, options); !st.ok()) {
-            if (st.code == StatusCode::unsupported_shape) {  // e.g. a Winograd form on a 5x5 filter: no row
-                std::printf("capsconv %s: %s does not apply (%s)\n", shape.name.c_str(), name.c_str(),
-                            st.message.c_str());
-                continue;
-            }
-            Row r = new_row(name);
-            r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
-            r.check_summary = std::string("error: ") + status_code_name(st.code) + ": " + st.message;
+            Row r = new_row(name);  // e.g. a Winograd form on a 5x5 filter: n/a
+            mark_failed(r, st);
             rows.push_back(r);
             continue;
         }
@@ -739,6 +743,15 @@ void fill_speedups(std::vector<Row> &rows, Device device) {
     }
 }
 
+// A number for the tables in `format`, or "-" where there is none (a row
+// that was not timed).
+std::string number_text(double value, const char *format) {
+    if (std::isnan(value)) return "-";
+    char text[32];
+    std::snprintf(text, sizeof text, format, value);
+    return text;
+}
+
 // A peak-memory figure for the tables: "-" where none was measured.
 std::string memory_text(double mb) {
     if (std::isnan(mb)) return "-";
@@ -775,6 +788,7 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
                                            std::to_string(r.dims.in_dim) + "}")
             << ", \"implementation\": " << json_string(r.implementation) << ", \"family\": " << json_string(r.family)
             << ", \"valid\": " << (r.valid ? "true" : "false")
+            << (r.applies ? std::string() : ", \"applies\": false, \"note\": " + json_string(r.check_summary))
             << ", \"max_abs_error\": " << json_number(r.max_abs_error)
             << ", \"rel_l2_error\": " << json_number(r.rel_l2_error) << ", \"us\": " << json_number(r.us)
             << ", \"call_us\": " << json_number(r.call_us)
@@ -823,9 +837,17 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
            "cudaMallocAsync pool's high-water mark; the cache stays on for the timings "
            "(cli/bench_command.cpp, DeviceMemoryProbe)\n";
     std::string current;
+    // Below each group's table: why a row is n/a or wrong.
+    std::vector<std::string> notes;
+    auto flush_notes = [&] {
+        if (!notes.empty()) out << "\n";
+        for (const std::string &note : notes) out << note << "\n";
+        notes.clear();
+    };
     for (const Row &r : rows) {
         const std::string group = r.op + " / " + r.shape;
         if (group != current) {
+            flush_notes();
             current = group;
             const std::string dims = !r.dims_text.empty()
                                          ? r.dims_text
@@ -843,18 +865,20 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                 << " |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|" << (r.op == "capsconv" ? "---|" : "")
                 << "\n";
         }
-        char line[512];
-        std::snprintf(line, sizeof line, "| %s | %s | %s | %.1f%s | %.1f | %.0f | %.1f%% | %.0f | %.2f | %s |",
-                      r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "**WRONG**", r.us,
-                      r.host_bound ? " (host-bound)" : "", r.call_us, r.gbs, r.pct_bandwidth, r.gflops,
-                      r.speedup_vs_naive, memory_text(r.peak_device_mb).c_str());
-        out << line;
+        out << "| " << r.implementation << " | " << r.family << " | "
+            << (!r.applies ? "n/a" : r.valid ? "ok" : "**WRONG**") << " | " << number_text(r.us, "%.1f")
+            << (r.host_bound ? " (host-bound)" : "") << " | " << number_text(r.call_us, "%.1f") << " | "
+            << number_text(r.gbs, "%.0f") << " | " << number_text(r.pct_bandwidth, "%.1f%%") << " | "
+            << number_text(r.gflops, "%.0f") << " | " << number_text(r.speedup_vs_naive, "%.2f") << " | "
+            << memory_text(r.peak_device_mb) << " |";
         if (r.op == "capsconv") {
             out << " " << (r.extra_bytes > 0 ? json_number(r.extra_bytes / 1e6) + " MB (" + r.extra_note + ")" : "")
                 << " |";
         }
         out << "\n";
+        if (!r.valid) notes.push_back("- `" + r.implementation + "` (" + check_text(r) + "): " + r.check_summary);
     }
+    flush_notes();
     if (!out) throw UsageError{"--markdown: writing " + path + " failed"};
 }
 
@@ -910,11 +934,12 @@ void run_bench(BenchArgs &a) {
                 "family", "check", "us", "call us", "GB/s", "%copy", "GFLOP/s", "x naive", "device MB");
     int wrong = 0;
     for (const Row &r : rows) {
-        wrong += !r.valid;
-        std::printf("%-17s %-11s %-18s %-12s %-6s %9.1f %9.1f %8.0f %6.1f%% %9.0f %8.2f %9s\n", r.op.c_str(),
-                    r.shape.c_str(), r.implementation.c_str(), r.family.c_str(), r.valid ? "ok" : "WRONG", r.us,
-                    r.call_us, r.gbs, r.pct_bandwidth, r.gflops, r.speedup_vs_naive,
-                    memory_text(r.peak_device_mb).c_str());
+        wrong += r.applies && !r.valid;
+        std::printf("%-17s %-11s %-18s %-12s %-6s %9s %9s %8s %7s %9s %8s %9s\n", r.op.c_str(), r.shape.c_str(),
+                    r.implementation.c_str(), r.family.c_str(), check_text(r), number_text(r.us, "%.1f").c_str(),
+                    number_text(r.call_us, "%.1f").c_str(), number_text(r.gbs, "%.0f").c_str(),
+                    number_text(r.pct_bandwidth, "%.1f%%").c_str(), number_text(r.gflops, "%.0f").c_str(),
+                    number_text(r.speedup_vs_naive, "%.2f").c_str(), memory_text(r.peak_device_mb).c_str());
         if (r.host_bound) std::printf("    host-bound: the call waits on the device, so us includes host time\n");
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
         if (r.extra_bytes > 0) std::printf("    extra memory %.1f MB: %s\n", r.extra_bytes / 1e6, r.extra_note.c_str());
