@@ -19,7 +19,9 @@
 // are each W value's use by 16 batch rows. The first iteration's c =
 // softmax(b0[i, :]) is the same for every batch row, so its kernel
 // (kFirst) keeps no u_hat: the mma adds u times c[i, j] W[i, j] straight
-// into the sums.
+// into the sums. With no u_hat to hold, its warps take two row tiles each
+// (where the sums fit the registers), so that each W pair is split into
+// TF32 parts once for 32 rows; the block's warps are then 4 i-lanes.
 //
 // 3xTF32 (tf32_mma.cuh): float32 accuracy from three TF32 products. The
 // tests hold it to the same 1e-4 norm-wise bound as every other
@@ -107,7 +109,8 @@ constexpr int kThreads = 128;  // a block's threads: m_tiles x i_lanes = 4 warps
 struct Args {
     i64 B, I;
     int J, E, K;
-    int m_tiles, i_lanes;   // warps a block
+    int m_tiles, i_lanes;   // the block's row tiles (16 rows each) and i-lanes
+    int warp_tiles;         // row tiles a warp: 1, or (the first pass) m_tiles, so that its warps are i-lanes
     i64 chunk;              // input capsules a block, a multiple of i_lanes
     int slice;              // floats an i's slice: W [JM][EP][WS], b0 [B0F], u [m_tiles * 16][US] (Variant's)
     bool dense;             // E = EP, K = KP, u and W 16-byte aligned: W[i] and u rows copied as 16-byte pieces
@@ -139,6 +142,7 @@ Args args_for(const DigitCapsLayerShape &s, int m_tiles, int i_lanes, i64 chunk,
     a.K = int(s.in_dim);
     a.m_tiles = m_tiles;
     a.i_lanes = i_lanes;
+    a.warp_tiles = 1;
     a.chunk = chunk;
     a.slice = V::JM * V::EP * V::WS + V::B0F + m_tiles * kRows * V::US;
     a.dense = a.E == V::EP && a.K == V::KP && aligned;
@@ -200,7 +204,7 @@ __device__ inline void softmax_base2(float (&c)[JM]) {
 //   sums[b, (j, e)] = sum_i sum_k u[b, i, k] * (c[i, j] W[i, j, e, k]),
 // added by the mma straight into the sums (no u_hat, no logits). Blocks of
 // at most 128 threads, at least two of them an SM.
-template <typename V, bool kFirst>
+template <typename V, bool kFirst, int RT = 1>
 __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
                                                       const float *__restrict__ b0, const float *__restrict__ v_sum,
                                                       float *__restrict__ partial, Args a) {
@@ -211,8 +215,12 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     float *stages = smem;           // [kStages][i_lanes][slice]
     float *v_tile = smem + region;  // [m_tiles * 16][vs]: v_sum[b, j, e] at (b, j * EP + e)
 
+    static_assert(RT == 1 || kFirst, "only the first pass takes several row tiles a warp");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int m = warp % a.m_tiles, q = warp / a.m_tiles;  // the warp's row tile and i-lane
+    // The warp's first row tile and its i-lane: it takes row tiles m * RT ..
+    // m * RT + RT - 1 (a.warp_tiles = RT).
+    const int row_warps = a.m_tiles / RT;
+    const int m = warp % row_warps, q = warp / row_warps;
     const int g = lane / 4, t = lane % 4;
     const int threads = kThreads;
     const int tile_rows = a.m_tiles * kRows;
@@ -288,8 +296,9 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         __pipeline_commit();
     };
 
-    float sums[JM][NE][4];
-    set_zero(sums);
+    float sums[RT][JM][NE][4];
+#pragma unroll
+    for (int rt = 0; rt < RT; rt++) set_zero(sums[rt]);
     const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * VS on
 
     // Steps 0 .. kStages - 2 in flight; at the top of step s the barrier
@@ -333,34 +342,45 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 
         const float *W_s = stages + ((step % kStages) * a.i_lanes + q) * a.slice;
         const float *b0_s = W_s + JM * EP * WS;
-        const float *u_s = b0_s + V::B0F + m * kRows * US;
-        // The lane's u values: rows g, g + 8 at in_dim 2t, 2t + 1 of each k-step.
-        float x[KS][4];
+        // The lane's u values: rows g, g + 8 of each of its row tiles at
+        // in_dim 2t, 2t + 1 of each k-step.
+        float x[RT][KS][4];
 #pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            const float2 lo = *reinterpret_cast<const float2 *>(u_s + g * US + 8 * ks + 2 * t);
-            const float2 hi = *reinterpret_cast<const float2 *>(u_s + (g + 8) * US + 8 * ks + 2 * t);
-            x[ks][0] = lo.x;
-            x[ks][1] = hi.x;
-            x[ks][2] = lo.y;
-            x[ks][3] = hi.y;
+        for (int rt = 0; rt < RT; rt++) {
+            const float *u_s = b0_s + V::B0F + (m * RT + rt) * kRows * US;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                const float2 lo = *reinterpret_cast<const float2 *>(u_s + g * US + 8 * ks + 2 * t);
+                const float2 hi = *reinterpret_cast<const float2 *>(u_s + (g + 8) * US + 8 * ks + 2 * t);
+                x[rt][ks][0] = lo.x;
+                x[rt][ks][1] = hi.x;
+                x[rt][ks][2] = lo.y;
+                x[rt][ks][3] = hi.y;
+            }
         }
 
         if constexpr (kFirst) {
             // sums += u times c[i, j] W[i, j] on the tensor cores, c[i, :] =
             // softmax(b0[i, :]); without b0 it is 1 / J, taken once at the end.
+            // Each W pair is split once for the warp's RT row tiles.
             float c[JM];
             auto add_products = [&](auto scaled) {
 #pragma unroll
                 for (int ks = 0; ks < KS; ks++) {
-                    const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
+                    SplitA xs[RT];
+#pragma unroll
+                    for (int rt = 0; rt < RT; rt++) {
+                        xs[rt] = split_a(x[rt][ks][0], x[rt][ks][1], x[rt][ks][2], x[rt][ks][3]);
+                    }
 #pragma unroll
                     for (int j = 0; j < JM; j++) {
 #pragma unroll
                         for (int nt = 0; nt < NE; nt++) {
                             float2 w = w_pair<V>(W_s, j, nt, ks, g, t);
                             if constexpr (decltype(scaled)::value) w = make_float2(c[j] * w.x, c[j] * w.y);
-                            mma_3xtf32(sums[j][nt], xs, w);
+                            const Split w0 = split_tf32(w.x), w1 = split_tf32(w.y);
+#pragma unroll
+                            for (int rt = 0; rt < RT; rt++) tf32::mma_3xtf32(sums[rt][j][nt], xs[rt], w0, w1);
                         }
                     }
                 }
@@ -379,7 +399,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             set_zero(u_hat);
 #pragma unroll
             for (int ks = 0; ks < KS; ks++) {
-                const SplitA xs = split_a(x[ks][0], x[ks][1], x[ks][2], x[ks][3]);
+                const SplitA xs = split_a(x[0][ks][0], x[0][ks][1], x[0][ks][2], x[0][ks][3]);
 #pragma unroll
                 for (int j = 0; j < JM; j++) {
 #pragma unroll
@@ -418,10 +438,10 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             for (int j = 0; j < JM; j++) {
 #pragma unroll
                 for (int nt = 0; nt < NE; nt++) {
-                    sums[j][nt][0] = fmaf(c[0][j], u_hat[j][nt][0], sums[j][nt][0]);
-                    sums[j][nt][1] = fmaf(c[0][j], u_hat[j][nt][1], sums[j][nt][1]);
-                    sums[j][nt][2] = fmaf(c[1][j], u_hat[j][nt][2], sums[j][nt][2]);
-                    sums[j][nt][3] = fmaf(c[1][j], u_hat[j][nt][3], sums[j][nt][3]);
+                    sums[0][j][nt][0] = fmaf(c[0][j], u_hat[j][nt][0], sums[0][j][nt][0]);
+                    sums[0][j][nt][1] = fmaf(c[0][j], u_hat[j][nt][1], sums[0][j][nt][1]);
+                    sums[0][j][nt][2] = fmaf(c[1][j], u_hat[j][nt][2], sums[0][j][nt][2]);
+                    sums[0][j][nt][3] = fmaf(c[1][j], u_hat[j][nt][3], sums[0][j][nt][3]);
                 }
             }
         }
@@ -432,9 +452,9 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // i-lanes 1.. leave their sums in shared memory (lane-major, so without
     // bank conflicts); i-lane 0 adds them in order and writes the chunk's
     // partial sums.
-    constexpr int kSums = JM * NE * 4;
+    constexpr int kSums = RT * JM * NE * 4;
     float *lane_sums = stages + i64(m) * (a.i_lanes - 1) * kSums * 32;  // [i_lanes - 1][kSums][32]
-    float *flat_sums = &sums[0][0][0];
+    float *flat_sums = &sums[0][0][0][0];
     if (q > 0) {
 #pragma unroll
         for (int n = 0; n < kSums; n++) lane_sums[((q - 1) * kSums + n) * 32 + lane] = flat_sums[n];
@@ -448,18 +468,21 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // The first iteration without b0 left out c = 1 / J.
     const float scale = kFirst && b0 == nullptr ? 1.0f / float(J) : 1.0f;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {  // rows g and g + 8
-        const int r = m * kRows + g + 8 * h;
-        if (r >= rows) continue;
-        float *out = partial + ((i64(blockIdx.y) * a.B + b_first + r) * J) * E;
+    for (int rt = 0; rt < RT; rt++) {
 #pragma unroll
-        for (int j = 0; j < JM; j++) {
-            if (j >= J) break;
+        for (int h = 0; h < 2; h++) {  // rows g and g + 8 of the row tile
+            const int r = (m * RT + rt) * kRows + g + 8 * h;
+            if (r >= rows) continue;
+            float *out = partial + ((i64(blockIdx.y) * a.B + b_first + r) * J) * E;
 #pragma unroll
-            for (int nt = 0; nt < NE; nt++) {
-                const int e = 8 * nt + 2 * t;
-                if (e < E) out[j * E + e] = scale * sums[j][nt][2 * h];
-                if (e + 1 < E) out[j * E + e + 1] = scale * sums[j][nt][2 * h + 1];
+            for (int j = 0; j < JM; j++) {
+                if (j >= J) break;
+#pragma unroll
+                for (int nt = 0; nt < NE; nt++) {
+                    const int e = 8 * nt + 2 * t;
+                    if (e < E) out[j * E + e] = scale * sums[rt][j][nt][2 * h];
+                    if (e + 1 < E) out[j * E + e + 1] = scale * sums[rt][j][nt][2 * h + 1];
+                }
             }
         }
     }
@@ -467,17 +490,30 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 
 // Past 48 KB of shared memory a block the kernel must be allowed more,
 // before a launch and before an occupancy query.
-template <typename V>
-cudaError_t allow_smem(const Args &a) {
-    const size_t bytes = smem_bytes<V>(a);
+template <typename Kernel>
+cudaError_t allow_smem(Kernel kernel, size_t bytes) {
     if (bytes <= 48 * 1024) return cudaSuccess;
-    for (auto kernel : {pass_kernel<V, true>, pass_kernel<V, false>}) {
-        if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-            err != cudaSuccess) {
-            return err;
-        }
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
+// The first pass's Args: with two row tiles a block, each warp takes both
+// (RT = 2) and the block's 4 warps are 4 i-lanes, so that a W pair is split
+// once for 32 rows. Only where two tiles' sums fit the registers (out_caps x
+// out_dim up to 160: 247 registers at MNIST's variant, no spills; at 16 x 16
+// they would spill). The passes after it hold u_hat too, and have no
+// registers left for a second tile.
+constexpr int kFirstWarpTiles = 2;
+template <typename V>
+constexpr bool two_tiles_fit() {
+    return V::JM * V::NE <= 20;
+}
+template <typename V>
+Args first_pass_args(Args a) {
+    if (two_tiles_fit<V>() && a.m_tiles == kFirstWarpTiles) {
+        a.warp_tiles = kFirstWarpTiles;
+        a.i_lanes = kThreads / 32;
     }
-    return cudaSuccess;
+    return a;
 }
 
 // Calls `call` with the Variant that runs a shape: the smallest register
@@ -525,9 +561,9 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
             const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
-            if (cudaError_t e = tensor::allow_smem<V>(a); e != cudaSuccess) return e;
-            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tensor::pass_kernel<V, false>, threads,
-                                                                 tensor::smem_bytes<V>(a));
+            const size_t smem = tensor::smem_bytes<V>(a);
+            if (cudaError_t e = tensor::allow_smem(tensor::pass_kernel<V, false>, smem); e != cudaSuccess) return e;
+            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tensor::pass_kernel<V, false>, threads, smem);
         });
         err != cudaSuccess) {
         return err;
@@ -560,13 +596,21 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
             using V = decltype(variant);
             const tensor::Args a =
                 tensor::args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
-            if (cudaError_t e = tensor::allow_smem<V>(a); e != cudaSuccess) return e;
-            const size_t smem = tensor::smem_bytes<V>(a);
             if (agreement) {  // after a squash kernel, which it may overlap
-                return digitcaps_shared::launch_overlapping(tensor::pass_kernel<V, false>, grid, block, smem, stream, u,
-                                                            W, b0, static_cast<const float *>(v_sum), partial, a);
+                const size_t smem = tensor::smem_bytes<V>(a);
+                auto kernel = tensor::pass_kernel<V, false>;
+                if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
+                return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0,
+                                                            static_cast<const float *>(v_sum), partial, a);
             }
-            tensor::pass_kernel<V, true><<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, a);
+            const tensor::Args first = tensor::first_pass_args<V>(a);
+            const size_t smem = tensor::smem_bytes<V>(first);
+            auto kernel = tensor::pass_kernel<V, true, 1>;
+            if constexpr (tensor::two_tiles_fit<V>()) {
+                if (first.warp_tiles == tensor::kFirstWarpTiles) kernel = tensor::pass_kernel<V, true, tensor::kFirstWarpTiles>;
+            }
+            if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
+            kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, first);
             return cudaGetLastError();
         });
     });
