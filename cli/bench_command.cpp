@@ -56,7 +56,8 @@ struct Row {
     // not counted as wrong. check_summary holds its message.
     bool applies = true;
     double max_abs_error = 0, rel_l2_error = 0;
-    double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0, speedup_vs_naive = 0;
+    double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0;
+    double speedup_vs_naive = std::nan("");  // none where the naive row was not run (or not timed)
     double call_us = 0;       // one call on an idle stream, the host's launch path included (Timing)
     bool host_bound = false;  // us includes host time: the call waits on the device (Timing)
     double floor_bytes = 0, floor_us = 0;
