@@ -49,7 +49,12 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-layer-staging/, run 1, `halcaps bench --op digitcaps`), with
+// nvidia-h200-first-pass-tiles/, run 1, `halcaps bench --op digitcaps`),
+// with the first pass's warps taking two row tiles: MNIST b128 70.5 us,
+// b512 209.7, against 70.9-71.3 / 215.1-215.4 before and torch.compile's
+// 429.3 / 1604.6 in the same run; the first pass 21.7 us under ncu (22.1),
+// 13% fewer instructions at 8 warps an SM (12), its tensor pipe 21% busy.
+// Before that (bench/results/nvidia-h200-layer-staging/, run 1), with
 // the dense staging copies addressed from each thread's first piece: MNIST
 // b128 71.0 us, b512 214.6, against 74.8 / 233.2 before and torch.compile's
 // 427.9 / 1629.0 in the same run. Before that (nvidia-h200-layer-passes/,
