@@ -137,6 +137,15 @@ TEST_CASE("cuda digitcaps: odd sizes and tile edges, 1, 3 and 5 iterations", "[c
     }
 }
 
+TEST_CASE("cuda digitcaps: cuda_tensor's float32 first pass (b0 absent, batch over 64)", "[cuda][digitcaps]") {
+    // Its tiles are 128 batch rows x 80 (j, e) columns: batch 65 and 130 end
+    // inside a tile, out_caps x out_dim 143 and 63 inside a column tile;
+    // in_dim 16 (its largest) and 3.
+    for (const DigitCapsShape &s : std::vector<DigitCapsShape>{{130, 37, 16, 11, 13}, {65, 19, 3, 7, 9}}) {
+        for (int iterations : {1, 3}) check_all(s, iterations, false, false, Device::cuda);
+    }
+}
+
 TEST_CASE("cuda digitcaps: MNIST shape, forward and backward", "[cuda][digitcaps]") {
     check_all({128, 1152, 8, 10, 16}, 3, false, true, Device::cuda);
     check_all({128, 1152, 8, 10, 16}, 3, true, false, Device::cuda);
