@@ -137,10 +137,10 @@ TEST_CASE("cuda digitcaps: odd sizes and tile edges, 1, 3 and 5 iterations", "[c
     }
 }
 
-TEST_CASE("cuda digitcaps: cuda_tensor's float32 first pass (b0 absent, batch over 64)", "[cuda][digitcaps]") {
-    // Its tiles are 128 batch rows x 80 (j, e) columns: batch 65 and 130 end
-    // inside a tile, out_caps x out_dim 143 and 63 inside a column tile;
-    // in_dim 16 (its largest) and 3.
+TEST_CASE("cuda digitcaps: batch past 64 ending inside a tile, b0 absent", "[cuda][digitcaps]") {
+    // Batch 130 and 65 end inside cuda_tensor's 32-row blocks (whose first
+    // pass takes two 16-row tiles a warp), out_caps x out_dim 143 and 63 with
+    // odd out_dim; in_dim 16 (two k-steps) and 3.
     for (const DigitCapsShape &s : std::vector<DigitCapsShape>{{130, 37, 16, 11, 13}, {65, 19, 3, 7, 9}}) {
         for (int iterations : {1, 3}) check_all(s, iterations, false, false, Device::cuda);
     }

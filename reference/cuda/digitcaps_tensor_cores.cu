@@ -22,8 +22,6 @@
 // into the sums. With no u_hat to hold, its warps take two row tiles each
 // (where the sums fit the registers), so that each W pair is split into
 // TF32 parts once for 32 rows; the block's warps are then 4 i-lanes.
-// Without b0 and past 64 batch rows the first iteration is instead a float32
-// matrix product on the CUDA cores (digitcaps_first_pass_fp32.cuh).
 //
 // 3xTF32 (tf32_mma.cuh): float32 accuracy from three TF32 products. The
 // tests hold it to the same 1e-4 norm-wise bound as every other
@@ -87,7 +85,6 @@
 #include "digitcaps_cuda.h"
 #include "cp_async.cuh"
 #include "device_limits.h"
-#include "digitcaps_first_pass_fp32.cuh"
 #include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
 #include "tf32_mma.cuh"
@@ -524,13 +521,6 @@ Args first_pass_args(Args a) {
     return a;
 }
 
-// Without b0 and with more than 64 batch rows (half the float32 kernel's
-// tile), the first pass is the float32 matrix product of
-// digitcaps_first_pass_fp32.cuh; else the tensor-core pass.
-bool first_pass_in_fp32(const DigitCapsLayerShape &s, const float *b0) {
-    return b0 == nullptr && s.batch > first_pass_fp32::kTileRows / 2;
-}
-
 // Calls `call` with the Variant that runs a shape: the smallest register
 // arrays that hold its out_caps, out_dim and in_dim.
 template <int JM, int NE, typename Call>
@@ -617,10 +607,6 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
                 if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
                 return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0,
                                                             static_cast<const float *>(v_sum), partial, a);
-            }
-            if (tensor::first_pass_in_fp32(s, b0)) {
-                return first_pass_fp32::launch(u, W, partial, s.batch, s.in_caps, int(s.out_caps), int(s.out_dim),
-                                               int(s.in_dim), plan.chunk, plan.chunks, stream);
             }
             const tensor::Args first = tensor::first_pass_args<V>(a);
             const size_t smem = tensor::smem_bytes<V>(first);
