@@ -164,8 +164,12 @@ def plot(data, output, operator=None, metric="us", log=False):
     family = {}
     for r in rows:
         family.setdefault(r["implementation"], r.get("family"))
-    cmap = plt.get_cmap("tab10" if len(implementations) <= 10 else "tab20")
-    colour = {impl: cmap(i % cmap.N) for i, impl in enumerate(implementations)}
+    # tab10, or tab20 then tab20b and tab20c past 20 implementations (60 distinct colours).
+    if len(implementations) <= 10:
+        palette = [plt.get_cmap("tab10")(i) for i in range(10)]
+    else:
+        palette = [plt.get_cmap(name)(i) for name in ("tab20", "tab20b", "tab20c") for i in range(20)]
+    colour = {impl: palette[i % len(palette)] for i, impl in enumerate(implementations)}
 
     # Layout: per operator, shapes in file order; within a shape, bars in the
     # global implementation order (rows repeated for one key keep file order).
@@ -276,7 +280,9 @@ def plot(data, output, operator=None, metric="us", log=False):
     if isinstance(bandwidth, (int, float)) and not isinstance(bandwidth, bool):
         title += f"\ncopy bandwidth {bandwidth:,.0f} GB/s"
     fig.suptitle(title, fontsize=12)
-    fig.tight_layout()
+    # Keep the subplots below the title's lines (tight_layout leaves the suptitle out).
+    title_inches = 0.22 * (title.count("\n") + 1) + 0.1
+    fig.tight_layout(rect=(0, 0, 1, 1 - title_inches / fig.get_figheight()))
     if any_missing:
         print(f"{PROG}: warning: some valid rows have no '{metric}' value; labelled n/a", file=sys.stderr)
     try:
