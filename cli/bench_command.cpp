@@ -754,12 +754,7 @@ std::string number_text(double value, const char *format) {
 }
 
 // A peak-memory figure for the tables: "-" where none was measured.
-std::string memory_text(double mb) {
-    if (std::isnan(mb)) return "-";
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f", mb);
-    return text;
-}
+std::string memory_text(double mb) { return number_text(mb, "%.1f"); }
 
 std::string iso_time_now() {
     char text[32];

@@ -109,7 +109,7 @@ constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
 // against 70.8).
 constexpr int kStages = 3;
 constexpr int kRows = 16;   // batch rows a warp: the mma's M
-constexpr int kThreads = 128;  // a block's threads: m_tiles x i_lanes = 4 warps (block_shape)
+constexpr int kThreads = 128;  // a block's threads: 4 warps, m_tiles / RT row warps x i_lanes (block_shape)
 
 struct Args {
     i64 B, I;
@@ -504,7 +504,7 @@ cudaError_t allow_smem(Kernel kernel, size_t bytes) {
 // The first pass's Args: with two row tiles a block, each warp takes both
 // (RT = 2) and the block's 4 warps are 4 i-lanes, so that a W pair is split
 // once for 32 rows. Only where two tiles' sums fit the registers (out_caps x
-// out_dim up to 160: 247 registers at MNIST's variant, no spills; at 16 x 16
+// out_dim up to 160: 230 registers at MNIST's variant, no spills; at 16 x 16
 // they would spill). The passes after it hold u_hat too, and have no
 // registers left for a second tile.
 constexpr int kFirstWarpTiles = 2;
