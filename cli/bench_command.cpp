@@ -878,12 +878,45 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
     if (!out) throw UsageError{"--markdown: writing " + path + " failed"};
 }
 
+// The operators (as list_implementations names them) that `--op` runs.
+std::vector<std::string> bench_ops(const std::string &ops) {
+    if (ops == "predict" || ops == "predict_backward" || ops == "capsconv") return {ops};
+    if (ops == "digitcaps" || ops == "route") return {"digitcaps", "digitcaps_with_s", "route"};
+    if (ops == "digitcaps_backward") return {"digitcaps_backward", "digitcaps_backward_with_s"};
+    return {"predict", "predict_backward", "digitcaps", "digitcaps_with_s", "route", "digitcaps_backward",
+            "digitcaps_backward_with_s", "capsconv"};
+}
+
+// Every name in --implementations must name a row the run can have: an
+// implementation of one of the operators run, on the device, or one of the
+// bench's own peer rows. A misspelt name would otherwise give an empty
+// table and exit 0.
+void check_implementation_names(const BenchArgs &a, Device device) {
+    std::vector<std::string> known = device == Device::cuda ? std::vector<std::string>{"cublas_gemm_only", "cudnn_core"}
+                                                            : std::vector<std::string>{"naive-openmp"};
+    const std::vector<std::string> ops = bench_ops(a.ops);
+    for (const auto &info : list_implementations()) {
+        if (info.device != device || std::find(ops.begin(), ops.end(), info.op) == ops.end()) continue;
+        if (std::find(known.begin(), known.end(), info.implementation) == known.end()) {
+            known.push_back(info.implementation);
+        }
+    }
+    for (const std::string &name : a.implementations) {
+        if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+        std::string list;
+        for (const std::string &k : known) list += (list.empty() ? "" : ", ") + k;
+        throw UsageError{"--implementations: '" + name + "' is not an implementation of --op " + a.ops + " on " +
+                         device_name(device) + " (these are: " + list + ")"};
+    }
+}
+
 void run_bench(BenchArgs &a) {
     const Device device = parse_device(a.device);
     std::vector<BenchShape> shapes;
     for (const auto &name : a.shapes) shapes.push_back(parse_shape(name));
     std::vector<CapsConvBenchShape> capsconv_shapes;
     for (const auto &name : a.capsconv_shapes) capsconv_shapes.push_back(parse_capsconv_shape(name));
+    check_implementation_names(a, device);
     if (a.seed == 0) a.seed = std::random_device{}() | 1;
     std::mt19937_64 rng(a.seed);
     const std::string device_label = device == Device::cuda ? cuda_device_name() : "CPU";

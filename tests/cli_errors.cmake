@@ -9,6 +9,8 @@ set(cases
     "predict --u /nonexistent.npy --W /nonexistent.npy"
     "predict --u ${CMAKE_CURRENT_LIST_FILE}"
     "predict --schedule no-such-schedule --device cpu -B 2 -I 2 -K 2 -J 2 -E 2"
+    "bench --device cpu --op predict --shapes 2:2:2:2:2 --implementations no-such-implementation"
+    "bench --device cpu --op capsconv --implementations naive"
     "no-such-command")
 foreach (case IN LISTS cases)
     separate_arguments(arguments UNIX_COMMAND "${case}")
