@@ -1,0 +1,38 @@
+# `halcaps bench --json` on a shape some implementations refuse (the Winograd
+# forms at stride 2): those rows say "applies": false with a note and no
+# time; every other row is valid and timed; the Markdown lists the refusals.
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+execute_process(COMMAND "${CLI}" bench --device cpu --op capsconv --capsconv-shapes 2:9:7:3:3:2:2:1 --repeats 1
+                        --warmup 0 --json "${WORK_DIR}/bench.json" --markdown "${WORK_DIR}/bench.md"
+                RESULT_VARIABLE result OUTPUT_QUIET)
+if (NOT result EQUAL 0)
+    message(FATAL_ERROR "halcaps bench exited with ${result}")
+endif ()
+file(READ "${WORK_DIR}/bench.json" json)
+string(JSON rows LENGTH "${json}" rows)
+set(refused 0)
+math(EXPR last "${rows} - 1")
+foreach (n RANGE ${last})
+    string(JSON name GET "${json}" rows ${n} implementation)
+    string(JSON valid GET "${json}" rows ${n} valid)
+    string(JSON us TYPE "${json}" rows ${n} us)
+    string(JSON applies ERROR_VARIABLE no_applies GET "${json}" rows ${n} applies)
+    if (name MATCHES "^winograd")
+        string(JSON note GET "${json}" rows ${n} note)
+        if (NOT applies STREQUAL "OFF" OR NOT us STREQUAL "NULL" OR NOT note MATCHES "stride 1 only")
+            message(FATAL_ERROR "row ${name}: applies '${applies}', us of type ${us}, note '${note}'")
+        endif ()
+        math(EXPR refused "${refused} + 1")
+    elseif (NOT valid STREQUAL "ON" OR NOT us STREQUAL "NUMBER" OR NOT no_applies)
+        message(FATAL_ERROR "row ${name}: valid '${valid}', us of type ${us}, applies '${applies}'")
+    endif ()
+endforeach ()
+if (NOT refused EQUAL 2)
+    message(FATAL_ERROR "expected the 2 Winograd rows to be refused, found ${refused}")
+endif ()
+file(READ "${WORK_DIR}/bench.md" markdown)
+if (NOT markdown MATCHES "\\| winograd2x2_cpu \\| halide \\| n/a \\| - \\|" OR
+    NOT markdown MATCHES "- `winograd2x2_cpu` \\(n/a\\): does not apply: ")
+    message(FATAL_ERROR "the Markdown does not show the refusal:\n${markdown}")
+endif ()
