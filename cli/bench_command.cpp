@@ -77,8 +77,13 @@ void set_timing(Row &r, const Timing &t) {
     r.host_bound = t.host_bound;
 }
 
+// The bench's own peer rows, beside the implementations of an operator.
+const std::string kCublasGemmOnly = "cublas_gemm_only";  // predict, CUDA: the SGEMM without its permute
+const std::string kCudnnCore = "cudnn_core";             // capsconv, CUDA: the bare cuDNN convolution
+const std::string kNaiveOpenmp = "naive-openmp";         // predict, predict_backward, capsconv, CPU
+
 std::string family_of(const std::string &implementation, Device device) {
-    if (implementation == "naive-openmp") return "cpu_baseline";
+    if (implementation == kNaiveOpenmp) return "cpu_baseline";
     if (implementation.rfind("cublas", 0) == 0) return "cublas";
     if (implementation == "im2col_cublas") return "cublas";
     if (implementation.rfind("cudnn", 0) == 0) return "cudnn";
@@ -94,8 +99,33 @@ std::string naive_name(const std::string &op, Device device) {
     if (op == "digitcaps" || op == "route") return device == Device::cuda ? "cuda_naive" : "stage_per_op";
     if (op == "digitcaps_backward") return device == Device::cuda ? "stage_per_kernel" : "cpu";
     // capsconv: against Vaidya's I3 register kernel, the reference point of the paper.
-    if (op == "capsconv") return device == Device::cuda ? "cuda_vaidya_i3" : "naive-openmp";
-    return device == Device::cuda ? "cuda_blog_naive" : "naive-openmp";
+    if (op == "capsconv") return device == Device::cuda ? "cuda_vaidya_i3" : kNaiveOpenmp;
+    return device == Device::cuda ? "cuda_blog_naive" : kNaiveOpenmp;
+}
+
+// The operators (as list_implementations names them) that `--op` runs: the
+// one mapping from --op to the rows run_bench produces.
+std::vector<std::string> bench_ops(const std::string &ops) {
+    if (ops == "digitcaps") return {"digitcaps", "digitcaps_with_s"};
+    if (ops == "digitcaps_backward") return {"digitcaps_backward", "digitcaps_backward_with_s"};
+    if (ops != "all") return {ops};  // predict, predict_backward, route, capsconv
+    return {"predict", "predict_backward", "digitcaps", "digitcaps_with_s", "route", "digitcaps_backward",
+            "digitcaps_backward_with_s", "capsconv"};
+}
+
+bool runs_op(const BenchArgs &a, const std::string &op) {
+    const std::vector<std::string> ops = bench_ops(a.ops);
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+std::vector<std::string> peer_rows(const std::string &op, Device device) {
+    if (device == Device::cpu) {
+        return op == "predict" || op == "predict_backward" || op == "capsconv" ? std::vector<std::string>{kNaiveOpenmp}
+                                                                              : std::vector<std::string>{};
+    }
+    if (op == "predict") return {kCublasGemmOnly};
+    if (op == "capsconv") return {kCudnnCore};
+    return {};
 }
 
 bool wanted(const BenchArgs &a, const std::string &implementation) {
@@ -326,7 +356,7 @@ void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, d
         add_row(name, c, t);
     }
 
-    if (device == Device::cuda && wanted(a, "cublas_gemm_only")) {
+    if (device == Device::cuda && wanted(a, kCublasGemmOnly)) {
         // The GEMM alone writes [I, B, J, E]; check it against the permuted reference.
         std::vector<double> ref_ibje(ref.size());
         const int64_t row = s.out_caps * s.out_dim;
@@ -346,13 +376,13 @@ void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, d
             check(detail::run_cublas_predict_gemm_only(u.view(call), W.view(call), u_hat.view().data, options));
             call++;
         });
-        add_row("cublas_gemm_only", c, t);
+        add_row(kCublasGemmOnly, c, t);
     }
-    if (device == Device::cpu && wanted(a, "naive-openmp")) {
+    if (device == Device::cpu && wanted(a, kNaiveOpenmp)) {
         const auto [c, t] = check_and_time_naive(a, u_hat, ref, tol, [&](int call, float *out) {
             reference::predict_naive_openmp(s, u.view(call).data, W.view(call).data, out);
         });
-        add_row("naive-openmp", c, t);
+        add_row(kNaiveOpenmp, c, t);
     }
 }
 
@@ -410,7 +440,7 @@ void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, 
         });
         add_row(name, t);
     }
-    if (device == Device::cpu && wanted(a, "naive-openmp")) {
+    if (device == Device::cpu && wanted(a, kNaiveOpenmp)) {
         grad_u.poison();
         grad_W.poison();
         const float *g0 = g.first().host().data(), *u0 = u.first().host().data(), *W0 = W.first().host().data();
@@ -420,7 +450,7 @@ void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, 
             reference::predict_grad_input_naive_openmp(s, g0, W0, grad_u.host().data());
             reference::predict_grad_weight_naive_openmp(s, g0, u0, grad_W.host().data());
         });
-        add_row("naive-openmp", t);
+        add_row(kNaiveOpenmp, t);
     }
 }
 
@@ -470,7 +500,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     };
 
     Tensor v({s.batch, s.out_caps, s.out_dim}, device);
-    if (a.ops == "all" || a.ops == "digitcaps") {
+    if (runs_op(a, "digitcaps")) {  // and digitcaps_with_s
         const double input_bytes = 4.0 * (s.u_size() + s.W_size());
         const int sets = rotation_sets(device, input_bytes);
         InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
@@ -497,7 +527,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
                },
                v, &routing_s, &ref_s, tol_s);
     }
-    if (a.ops == "all" || a.ops == "route") {
+    if (runs_op(a, "route")) {
         const int sets = rotation_sets(device, u_hat_bytes);
         InputSets u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng);
         const auto ref = reference::route_f64(s.routing(), u_hat.first().host().data(), nullptr, kIterations);
@@ -585,7 +615,7 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
     }
 
     const bool have_cudnn = std::find(names.begin(), names.end(), "cudnn") != names.end();
-    if (device == Device::cuda && have_cudnn && wanted(a, "cudnn_core")) {
+    if (device == Device::cuda && have_cudnn && wanted(a, kCudnnCore)) {
         // The convolution alone, on copies of the inputs already permuted (on
         // the host) into NCHW / KCRS; its output Y [n*4, co*4, OH, OW] is
         // permuted back on the host and checked like the others.
@@ -625,7 +655,7 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
                                                    ws[n % sets]->view().data, y.view().data, options);
         };
         if (Status st = core(0); !st.ok()) {
-            Row r = new_row("cudnn_core");
+            Row r = new_row(kCudnnCore);
             r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
             r.check_summary = std::string("error: ") + status_code_name(st.code) + ": " + st.message;
             rows.push_back(r);
@@ -642,14 +672,14 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
             const auto c = reference::compare(o.data(), ref, tol);
             int call = 0;
             const Timing t = time_calls(device, a.warmup, a.repeats, [&] { check(core(call++)); });
-            add_row("cudnn_core", c, t);
+            add_row(kCudnnCore, c, t);
         }
     }
-    if (device == Device::cpu && wanted(a, "naive-openmp")) {
+    if (device == Device::cpu && wanted(a, kNaiveOpenmp)) {
         const auto [c, t] = check_and_time_naive(a, output, ref, tol, [&](int call, float *out) {
             reference::capsconv_naive_openmp(s, input.view(call).data, filter.view(call).data, out);
         });
-        add_row("naive-openmp", c, t);
+        add_row(kNaiveOpenmp, c, t);
     }
 }
 
@@ -862,7 +892,7 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                 << "\n";
         }
         out << "| " << r.implementation << " | " << r.family << " | "
-            << (!r.applies ? "n/a" : r.valid ? "ok" : "**WRONG**") << " | " << number_text(r.us, "%.1f")
+            << (r.applies && !r.valid ? "**WRONG**" : check_text(r)) << " | " << number_text(r.us, "%.1f")
             << (r.host_bound ? " (host-bound)" : "") << " | " << number_text(r.call_us, "%.1f") << " | "
             << number_text(r.gbs, "%.0f") << " | " << number_text(r.pct_bandwidth, "%.1f%%") << " | "
             << number_text(r.gflops, "%.0f") << " | " << number_text(r.speedup_vs_naive, "%.2f") << " | "
@@ -878,28 +908,20 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
     if (!out) throw UsageError{"--markdown: writing " + path + " failed"};
 }
 
-// The operators (as list_implementations names them) that `--op` runs.
-std::vector<std::string> bench_ops(const std::string &ops) {
-    if (ops == "predict" || ops == "predict_backward" || ops == "capsconv") return {ops};
-    if (ops == "digitcaps" || ops == "route") return {"digitcaps", "digitcaps_with_s", "route"};
-    if (ops == "digitcaps_backward") return {"digitcaps_backward", "digitcaps_backward_with_s"};
-    return {"predict", "predict_backward", "digitcaps", "digitcaps_with_s", "route", "digitcaps_backward",
-            "digitcaps_backward_with_s", "capsconv"};
-}
-
 // Every name in --implementations must name a row the run can have: an
 // implementation of one of the operators run, on the device, or one of the
 // bench's own peer rows. A misspelt name would otherwise give an empty
 // table and exit 0.
 void check_implementation_names(const BenchArgs &a, Device device) {
-    std::vector<std::string> known = device == Device::cuda ? std::vector<std::string>{"cublas_gemm_only", "cudnn_core"}
-                                                            : std::vector<std::string>{"naive-openmp"};
-    const std::vector<std::string> ops = bench_ops(a.ops);
+    std::vector<std::string> known;
+    auto add = [&](const std::string &name) {
+        if (std::find(known.begin(), known.end(), name) == known.end()) known.push_back(name);
+    };
+    for (const std::string &op : bench_ops(a.ops)) {
+        for (const std::string &peer : peer_rows(op, device)) add(peer);
+    }
     for (const auto &info : list_implementations()) {
-        if (info.device != device || std::find(ops.begin(), ops.end(), info.op) == ops.end()) continue;
-        if (std::find(known.begin(), known.end(), info.implementation) == known.end()) {
-            known.push_back(info.implementation);
-        }
+        if (info.device == device && runs_op(a, info.op)) add(info.implementation);
     }
     for (const std::string &name : a.implementations) {
         if (std::find(known.begin(), known.end(), name) != known.end()) continue;
@@ -937,7 +959,7 @@ void run_bench(BenchArgs &a) {
     // Compute-bound CPU rows (the capsule convolution) are also put against
     // the fp32 FMA peak, measured now on the same machine.
     FmaPeak fma_peak;
-    if (device == Device::cpu && (a.ops == "all" || a.ops == "capsconv")) {
+    if (device == Device::cpu && runs_op(a, "capsconv")) {
         fma_peak = measure_cpu_fma_peak();
         std::printf("fp32 FMA peak measured now: %.0f GFLOP/s (%s, %d threads)\n", fma_peak.gflops,
                     fma_peak.isa.c_str(), fma_peak.threads);
@@ -945,16 +967,14 @@ void run_bench(BenchArgs &a) {
 
     std::vector<Row> rows;
     for (const auto &shape : shapes) {
-        if (a.ops == "all" || a.ops == "predict") bench_forward(a, shape, device, copy_gbs, rng, rows);
-        if (a.ops == "all" || a.ops == "predict_backward") bench_backward(a, shape, device, copy_gbs, rng, rows);
-        if (a.ops == "all" || a.ops == "digitcaps" || a.ops == "route") {
+        if (runs_op(a, "predict")) bench_forward(a, shape, device, copy_gbs, rng, rows);
+        if (runs_op(a, "predict_backward")) bench_backward(a, shape, device, copy_gbs, rng, rows);
+        if (runs_op(a, "digitcaps") || runs_op(a, "route")) {
             bench_routing(a, shape, device, copy_gbs, write_gbs, rng, rows);
         }
-        if (a.ops == "all" || a.ops == "digitcaps_backward") {
-            bench_digitcaps_backward(a, shape, device, copy_gbs, rng, rows);
-        }
+        if (runs_op(a, "digitcaps_backward")) bench_digitcaps_backward(a, shape, device, copy_gbs, rng, rows);
     }
-    if (a.ops == "all" || a.ops == "capsconv") {
+    if (runs_op(a, "capsconv")) {
         for (const auto &shape : capsconv_shapes) bench_capsconv(a, shape, device, copy_gbs, rng, rows);
     }
     fill_speedups(rows, device);

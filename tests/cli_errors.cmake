@@ -11,6 +11,7 @@ set(cases
     "predict --schedule no-such-schedule --device cpu -B 2 -I 2 -K 2 -J 2 -E 2"
     "bench --device cpu --op predict --shapes 2:2:2:2:2 --implementations no-such-implementation"
     "bench --device cpu --op capsconv --implementations naive"
+    "bench --device cpu --op route --shapes 2:2:2:2:2 --implementations auto_li2018"
     "no-such-command")
 foreach (case IN LISTS cases)
     separate_arguments(arguments UNIX_COMMAND "${case}")

@@ -115,7 +115,6 @@ struct Args {
     i64 B, I;
     int J, E, K;
     int m_tiles, i_lanes;   // the block's row tiles (16 rows each) and i-lanes
-    int warp_tiles;         // row tiles a warp: 1, or (the first pass) m_tiles, so that its warps are i-lanes
     i64 chunk;              // input capsules a block, a multiple of i_lanes
     int slice;              // floats an i's slice: W [JM][EP][WS], b0 [B0F], u [m_tiles * 16][US] (Variant's)
     bool dense;             // E = EP, K = KP, u and W 16-byte aligned: W[i] and u rows copied as 16-byte pieces
@@ -147,7 +146,6 @@ Args args_for(const DigitCapsLayerShape &s, int m_tiles, int i_lanes, i64 chunk,
     a.K = int(s.in_dim);
     a.m_tiles = m_tiles;
     a.i_lanes = i_lanes;
-    a.warp_tiles = 1;
     a.chunk = chunk;
     a.slice = V::JM * V::EP * V::WS + V::B0F + m_tiles * kRows * V::US;
     a.dense = a.E == V::EP && a.K == V::KP && aligned;
@@ -223,7 +221,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     static_assert(RT == 1 || kFirst, "only the first pass takes several row tiles a warp");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // The warp's first row tile and its i-lane: it takes row tiles m * RT ..
-    // m * RT + RT - 1 (a.warp_tiles = RT).
+    // m * RT + RT - 1 (RT = m_tiles in a first pass of two tiles a warp).
     const int row_warps = a.m_tiles / RT;
     const int m = warp % row_warps, q = warp / row_warps;
     const int g = lane / 4, t = lane % 4;
@@ -501,24 +499,16 @@ cudaError_t allow_smem(Kernel kernel, size_t bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 
-// The first pass's Args: with two row tiles a block, each warp takes both
-// (RT = 2) and the block's 4 warps are 4 i-lanes, so that a W pair is split
-// once for 32 rows. Only where two tiles' sums fit the registers (out_caps x
-// out_dim up to 160: 230 registers at MNIST's variant, no spills; at 16 x 16
-// they would spill). The passes after it hold u_hat too, and have no
-// registers left for a second tile.
+// The first pass: with two row tiles a block, each warp takes both (RT = 2)
+// and the block's 4 warps are 4 i-lanes (digitcaps_tensor), so that a W
+// pair is split once for 32 rows. Only where two tiles' sums fit the
+// registers (out_caps x out_dim up to 160: 230 registers at MNIST's variant,
+// no spills; at 16 x 16 they would spill). The passes after it hold u_hat
+// too, and have no registers left for a second tile.
 constexpr int kFirstWarpTiles = 2;
 template <typename V>
 constexpr bool two_tiles_fit() {
     return V::JM * V::NE <= 20;
-}
-template <typename V>
-Args first_pass_args(Args a) {
-    if (two_tiles_fit<V>() && a.m_tiles == kFirstWarpTiles) {
-        a.warp_tiles = kFirstWarpTiles;
-        a.i_lanes = kThreads / 32;
-    }
-    return a;
 }
 
 // Calls `call` with the Variant that runs a shape: the smallest register
@@ -608,12 +598,15 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
                 return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0,
                                                             static_cast<const float *>(v_sum), partial, a);
             }
-            const tensor::Args first = tensor::first_pass_args<V>(a);
-            const size_t smem = tensor::smem_bytes<V>(first);
+            tensor::Args first = a;
             auto kernel = tensor::pass_kernel<V, true, 1>;
             if constexpr (tensor::two_tiles_fit<V>()) {
-                if (first.warp_tiles == tensor::kFirstWarpTiles) kernel = tensor::pass_kernel<V, true, tensor::kFirstWarpTiles>;
+                if (a.m_tiles == tensor::kFirstWarpTiles) {
+                    first.i_lanes = tensor::kThreads / 32;  // every warp takes both row tiles: the warps are i-lanes
+                    kernel = tensor::pass_kernel<V, true, tensor::kFirstWarpTiles>;
+                }
             }
+            const size_t smem = tensor::smem_bytes<V>(first);
             if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
             kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, first);
             return cudaGetLastError();
