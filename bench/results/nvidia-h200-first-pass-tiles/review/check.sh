@@ -1,0 +1,13 @@
+#!/bin/bash
+# The review's check (a086a78: cuda_tensor's Args without warp_tiles, the bench's --op mapping): the CUDA DigitCaps
+# tests, memcheck and racecheck on cuda_tensor at two shapes (one and two row tiles), and cuda_tensor at MNIST.
+G=/tmp/bin; mkdir -p $G; for b in halcaps halcaps_cuda_tests; do xz -dc .gpu/$b.xz > $G/$b && chmod +x $G/$b; done
+timeout 300 $G/halcaps_cuda_tests "[digitcaps]" > $OUT/cuda_tests.log 2>&1; echo "rc $?" >> $OUT/cuda_tests.log; tail -3 $OUT/cuda_tests.log
+for shape in 17:11:3:11:5 65:300:8:10:16; do
+  for tool in memcheck racecheck; do
+    timeout 60 compute-sanitizer --tool $tool $G/halcaps bench --device cuda --op digitcaps --implementations cuda_tensor \
+      --shapes $shape --repeats 1 --warmup 0 --seed 6401 2>&1 | grep -E "SUMMARY|^digitcaps " | sed "s/^/$tool $shape: /"
+  done
+done | tee $OUT/sanitizer.log
+$G/halcaps bench --device cuda --op digitcaps --shapes mnist_b128,mnist_b512 --implementations cuda_tensor --repeats 30 \
+  --seed 6402 > $OUT/bench.txt 2>&1; echo "rc $?" >> $OUT/bench.txt; grep -E "^digitcaps |rc" $OUT/bench.txt
