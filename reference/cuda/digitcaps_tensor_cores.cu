@@ -11,7 +11,9 @@
 //   2. (iterations after the first) the logits b0[i, j] + u_hat . v_sum
 //      (version 2's identity; v_sum, the running sum of the v's, in shared
 //      memory), each row's dot summed over the 4 lanes that share it;
-//   3. the softmax over j, in registers: each lane holds every j of its two
+//   3. the softmax over j, in registers: the dots are reduce-scattered over
+//      the 4 lanes of the rows, each lane pair takes one row's softmax (a
+//      half of j each), and every lane gathers the coefficients of its two
 //      rows;
 //   4. sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :] in float32 FMAs; the
 //      sums stay in registers for the whole chunk.
@@ -49,6 +51,10 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
+// nvidia-h200-pass-costs/, run 3), with the softmax shared out over the
+// lanes of a quad (6.6% fewer instructions in the passes with the logits):
+// MNIST b128 69.3 us, b512 205.6-205.7, against 70.5-70.8 / 209.7 before
+// in the same run. Before that (bench/results/
 // nvidia-h200-first-pass-tiles/, run 1, `halcaps bench --op digitcaps`),
 // with the first pass's warps taking two row tiles: MNIST b128 70.5 us,
 // b512 209.7, against 70.9-71.3 / 215.1-215.4 before and torch.compile's
@@ -418,13 +424,21 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                 }
             }
 
-            // The logits of rows g and g + 8 in base 2 (b0 plus the
-            // agreement; -inf past J), then the softmax over j in place.
-            float c[2][JM];
-            base2_logits_of_b0(b0_s, J, c[0]);
+            // The coupling coefficients c of rows g and g + 8 (the softmax
+            // over j of b0[i, j] + u_hat . v_sum), shared out over the 4 lanes
+            // of the rows (t) so that no lane repeats the whole softmax: the
+            // lane's dots over its columns, added over the 4 lanes so that
+            // lane t ends with those of row `upper_row` at j = JH * upper_half
+            // + jj (a reduce-scatter: JM + JH shuffles, against 2 JM for every
+            // lane to hold all), the softmax of those JH logits with the
+            // partner lane (t ^ 1) holding the row's other half, then every
+            // lane gathers all 2 JM coefficients for the sums.
+            static_assert(JM % 2 == 0, "the softmax splits the output capsules in halves");
+            constexpr int JH = JM / 2;
+            const bool upper_row = t & 2, upper_half = t & 1;
+            float row_dots[JM];  // row g + 8 * upper_row, summed over lanes t and t ^ 2
 #pragma unroll
             for (int j = 0; j < JM; j++) {
-                c[1][j] = c[0][j];
                 float dot_lo = 0.0f, dot_hi = 0.0f;
 #pragma unroll
                 for (int nt = 0; nt < NE; nt++) {
@@ -433,16 +447,44 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                     dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
                     dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
                 }
-                // The row's dot is spread over its 4 lanes (t).
-                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 1);
-                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 1);
-                dot_lo += __shfl_xor_sync(0xffffffffu, dot_lo, 2);
-                dot_hi += __shfl_xor_sync(0xffffffffu, dot_hi, 2);
-                c[0][j] = fmaf(kLog2e, dot_lo, c[0][j]);
-                c[1][j] = fmaf(kLog2e, dot_hi, c[1][j]);
+                const float given = __shfl_xor_sync(0xffffffffu, upper_row ? dot_lo : dot_hi, 2);
+                row_dots[j] = (upper_row ? dot_hi : dot_lo) + given;
             }
-            softmax_base2(c[0]);
-            softmax_base2(c[1]);
+            float half_c[JH];  // base-2 logits, then c, of the lane's row at j = JH * upper_half + jj
+#pragma unroll
+            for (int jj = 0; jj < JH; jj++) {
+                const float given = __shfl_xor_sync(0xffffffffu, upper_half ? row_dots[jj] : row_dots[jj + JH], 1);
+                const float dot = (upper_half ? row_dots[jj + JH] : row_dots[jj]) + given;
+                const int j = upper_half ? jj + JH : jj;
+                half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
+            }
+            float top = half_c[0];
+#pragma unroll
+            for (int jj = 1; jj < JH; jj++) top = fmaxf(top, half_c[jj]);
+            top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));  // j = 0 is in the lower half: finite
+            float total = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < JH; jj++) {
+                half_c[jj] = exp2_ftz(half_c[jj] - top);
+                total += half_c[jj];
+            }
+            total += __shfl_xor_sync(0xffffffffu, total, 1);
+            const float inverse = 1.0f / total;  // total >= 1
+            float row_c[JM];  // the lane's row, every j
+#pragma unroll
+            for (int jj = 0; jj < JH; jj++) {
+                const float mine = half_c[jj] * inverse;
+                const float given = __shfl_xor_sync(0xffffffffu, mine, 1);
+                row_c[jj] = upper_half ? given : mine;
+                row_c[jj + JH] = upper_half ? mine : given;
+            }
+            float c[2][JM];
+#pragma unroll
+            for (int j = 0; j < JM; j++) {
+                const float given = __shfl_xor_sync(0xffffffffu, row_c[j], 2);
+                c[0][j] = upper_row ? given : row_c[j];
+                c[1][j] = upper_row ? row_c[j] : given;
+            }
 
             // sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :], in float32.
 #pragma unroll
