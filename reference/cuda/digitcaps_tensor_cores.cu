@@ -198,18 +198,23 @@ __device__ inline void base2_logits_of_b0(const float *b0_row, int J, float (&c)
     for (int j = 0; j < JM; j++) c[j] = j < J ? kLog2e * b0_row[j] : -INFINITY;
 }
 
-// The softmax over j of base-2 logits, in place (-inf gives 0).
-template <int JM>
+// The softmax over j of base-2 logits, in place (-inf gives 0). With
+// kLanePair, c holds half of the row's j and the lane's partner (lane ^ 1)
+// the other half, so that the max and the sum are taken over both lanes;
+// the lanes' halves together must hold a finite logit.
+template <bool kLanePair = false, int JM>
 __device__ inline void softmax_base2(float (&c)[JM]) {
     float top = c[0];
 #pragma unroll
     for (int j = 1; j < JM; j++) top = fmaxf(top, c[j]);
+    if (kLanePair) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
     float total = 0.0f;
 #pragma unroll
     for (int j = 0; j < JM; j++) {
         c[j] = exp2_ftz(c[j] - top);
         total += c[j];
     }
+    if (kLanePair) total += __shfl_xor_sync(0xffffffffu, total, 1);
     const float inverse = 1.0f / total;  // total >= 1
 #pragma unroll
     for (int j = 0; j < JM; j++) c[j] *= inverse;
@@ -458,22 +463,11 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                 const int j = upper_half ? jj + JH : jj;
                 half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
             }
-            float top = half_c[0];
-#pragma unroll
-            for (int jj = 1; jj < JH; jj++) top = fmaxf(top, half_c[jj]);
-            top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));  // j = 0 is in the lower half: finite
-            float total = 0.0f;
-#pragma unroll
-            for (int jj = 0; jj < JH; jj++) {
-                half_c[jj] = exp2_ftz(half_c[jj] - top);
-                total += half_c[jj];
-            }
-            total += __shfl_xor_sync(0xffffffffu, total, 1);
-            const float inverse = 1.0f / total;  // total >= 1
+            softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
             float row_c[JM];  // the lane's row, every j
 #pragma unroll
             for (int jj = 0; jj < JH; jj++) {
-                const float mine = half_c[jj] * inverse;
+                const float mine = half_c[jj];
                 const float given = __shfl_xor_sync(0xffffffffu, mine, 1);
                 row_c[jj] = upper_half ? given : mine;
                 row_c[jj + JH] = upper_half ? mine : given;
