@@ -51,7 +51,13 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-pass-costs/, run 3), with the softmax shared out over the
+// nvidia-h200-stall-sites/, run 2), with every warp leaving its sums in
+// shared memory for the whole block to add and write (16 bytes a thread),
+// and the shared memory zeroed only where a copy leaves floats that are
+// read: MNIST b128 65.7 us, b512 189.0-189.2, against 69.0 / 204.4-204.7
+// before in the same run; per kernel at the GPU's clocks, first pass 16.1
+// us (17.4), passes with the logits 20.8-21.2 (22.9-23.0). Before that
+// (bench/results/nvidia-h200-pass-costs/, run 3), with the softmax shared out over the
 // lanes of a quad (6.6% fewer instructions in the passes with the logits):
 // MNIST b128 69.3 us, b512 205.6-205.7, against 70.5-70.8 / 209.7 before
 // in the same run. Before that (bench/results/
@@ -133,6 +139,7 @@ struct Args {
     int slice;              // floats an i's slice: W [JM][EP][WS], b0 [B0F], u [m_tiles * 16][US] (Variant's)
     bool dense;             // E = EP, K = KP, u and W 16-byte aligned: W[i] and u rows copied as 16-byte pieces
                             // with no index arithmetic past a shift (else 4-byte pieces)
+    bool vector_out;        // dense, and partial 16-byte aligned: the partial sums written as 16-byte pieces
 };
 
 
@@ -166,12 +173,12 @@ Args args_for(const DigitCapsLayerShape &s, int m_tiles, int i_lanes, i64 chunk,
     return a;
 }
 
-// Shared memory, in floats: the staged slices (after the loop, the same
-// floats hold the i-lanes' sums on their way to being added), then the
-// block's rows of v_sum.
+// Shared memory, in floats: the staged slices, then the block's rows of
+// v_sum. After the loop the same floats hold every i-lane's sums on their
+// way to being added ([i_lanes][tile rows][VS], over both regions).
 template <typename V>
 __host__ __device__ int stage_region_floats(const Args &a) {
-    return max(kStages * a.i_lanes * a.slice, a.m_tiles * (a.i_lanes - 1) * V::JM * V::NE * 4 * 32);
+    return max(kStages * a.i_lanes * a.slice, (a.i_lanes - 1) * a.m_tiles * kRows * V::VS);
 }
 template <typename V>
 size_t smem_bytes(const Args &a) {
@@ -253,54 +260,71 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     const int steps = (n_i + a.i_lanes - 1) / a.i_lanes;
     const int J = a.J, E = a.E, K = a.K;
 
-    // Zeros where nothing is copied (W past out_caps, out_dim or in_dim, u
-    // past the batch or in_dim, b0 when absent, v_sum past the batch, in
-    // the padding). The first iteration does not read v_tile.
-    const int tile_floats = kFirst ? region : region + tile_rows * VS;
-    for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    __syncthreads();  // the zeros are in place before any copy lands on the same floats
+    // Zeros where a copy leaves floats that are read: W past out_caps,
+    // out_dim or in_dim, u past the batch or in_dim, b0 when absent (the
+    // passes with the logits read it), v_sum past the batch. A dense shape
+    // whose tiles are full (MNIST's) leaves only b0's; the first iteration
+    // does not read v_tile.
+    const bool full_tiles = a.dense && J == JM && rows == tile_rows;
+    if (full_tiles) {
+        if (b0 == nullptr) {  // no copy lands on these floats: no barrier before the copies
+            for (int n = threadIdx.x; n < kStages * a.i_lanes * V::B0F; n += threads) {
+                stages[(n / V::B0F) * a.slice + JM * EP * WS + n % V::B0F] = 0.0f;
+            }
+        }
+    } else {
+        const int tile_floats = kFirst ? region : region + tile_rows * VS;
+        for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        __syncthreads();  // the zeros are in place before any copy lands on the same floats
+    }
+
+    // Dense copies: W[i] as rows of KP floats, KP / 4 pieces a row, and the
+    // block's u rows of i, a piece each. Thread x copies W pieces x, x +
+    // kThreads, ... (the same column of rows kThreads / per_row apart) and u
+    // piece x, so that every copy's addresses are the thread's first ones
+    // (taken here, once) plus the step's and the slot's offsets and
+    // constants: a few instructions a copy (13 before, bench/results/
+    // nvidia-h200-stall-sites).
+    constexpr int per_row = 2 * KS, row_step = kThreads / per_row;
+    constexpr int w_copies = (JM * EP * per_row + kThreads - 1) / kThreads;
+    static_assert(2 * kRows * per_row <= kThreads, "one u piece a thread");
+    const int piece_row = threadIdx.x / per_row, piece_col = 4 * (threadIdx.x % per_row);
+    const uint32_t W_at = cp_async::shared_address(stages + piece_row * WS + piece_col);
+    const uint32_t u_at = cp_async::shared_address(stages + JM * EP * WS + V::B0F + piece_row * US + piece_col);
+    const i64 JEK = i64(J) * E * K;
+    const float *W_from = W + i_first * JEK + 4 * threadIdx.x;
+    const float *u_from = u + ((b_first + min(piece_row, rows - 1)) * a.I + i_first) * K + piece_col;
+    const bool copies_u = piece_row < rows;
+    uint32_t w_copy_mask = 0;  // bit n: the thread's piece n * kThreads + x is one of W[i]'s
+#pragma unroll
+    for (int n = 0; n < w_copies; n++) w_copy_mask |= uint32_t(n * kThreads + int(threadIdx.x) < J * EP * per_row) << n;
+
     // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
     // for each i-lane's i) and commits them as one group (an empty one past
     // the chunk, so that every thread counts the same groups).
     auto stage = [&](int step) {
         if (step < steps) {
-            float *slot = stages + (step % kStages) * a.i_lanes * a.slice;
+            const int slot_first = (step % kStages) * a.i_lanes;
             for (int lq = 0; lq < a.i_lanes; lq++) {
                 const int n = step * a.i_lanes + lq;
                 if (n >= n_i) break;
                 const i64 i = i_first + n;
-                float *W_dst = slot + lq * a.slice;
+                float *W_dst = stages + (slot_first + lq) * a.slice;
                 float *b0_dst = W_dst + JM * EP * WS;
                 float *u_dst = b0_dst + V::B0F;
-                const float *W_i = W + i * J * E * K;
                 if (a.dense) {
-                    // Rows of KP floats, KP / 4 pieces a row. Thread x copies
-                    // pieces x, x + kThreads, ...: the same column of rows
-                    // kThreads / per_row apart, so that each copy's addresses
-                    // are the thread's first ones plus constants, and the
-                    // shared one is taken from the slot's shared-window
-                    // address (no index arithmetic or address conversion a
-                    // piece; 21 instructions a piece before, run 4 of
-                    // bench/results/nvidia-h200-layer-passes).
-                    constexpr int per_row = 2 * KS, row_step = kThreads / per_row;
-                    constexpr int w_copies = (JM * EP * per_row + kThreads - 1) / kThreads;
-                    const int w_pieces = J * EP * per_row;
-                    const int x = threadIdx.x, row = x / per_row, col = 4 * (x % per_row);
-                    const uint32_t W_at = cp_async::shared_address(W_dst + row * WS + col);
-                    const float *W_src = W_i + 4 * x;
+                    const uint32_t slot_bytes = uint32_t(sizeof(float)) * uint32_t((slot_first + lq) * a.slice);
+                    const float *W_src = W_from + n * JEK;
 #pragma unroll
-                    for (int n = 0; n < w_copies; n++) {
-                        if (n * kThreads + x < w_pieces) {
-                            cp_async::copy16(W_at + 4 * n * row_step * WS, W_src + 4 * kThreads * n);
+                    for (int c = 0; c < w_copies; c++) {
+                        if (w_copy_mask >> c & 1u) {
+                            cp_async::copy16(W_at + slot_bytes + uint32_t(sizeof(float)) * c * row_step * WS,
+                                             W_src + c * 4 * kThreads);
                         }
                     }
-                    // The u rows: at most 32 x 4 pieces, one a thread.
-                    static_assert(2 * kRows * 2 * KS <= kThreads, "one u piece a thread");
-                    if (row < rows) {
-                        cp_async::copy16(cp_async::shared_address(u_dst + row * US + col),
-                                         u + ((b_first + row) * a.I + i) * K + col);
-                    }
+                    if (copies_u) cp_async::copy16(u_at + slot_bytes, u_from + n * K);
                 } else {
+                    const float *W_i = W + i * JEK;
                     for (int c = threadIdx.x; c < J * E * K; c += threads) {
                         const int row = c / K, col = c % K;  // row = j * E + e
                         __pipeline_memcpy_async(W_dst + ((row / E) * EP + row % E) * WS + col, W_i + c, 4);
@@ -494,43 +518,56 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         }
     }
     __pipeline_wait_prior(0);
-    __syncthreads();  // every slot read: the stage region now holds the i-lanes' sums
+    __syncthreads();  // every slot and v_tile read: the shared memory now holds the i-lanes' sums
 
-    // i-lanes 1.. leave their sums in shared memory (lane-major, so without
-    // bank conflicts); i-lane 0 adds them in order and writes the chunk's
-    // partial sums.
-    constexpr int kSums = RT * JM * NE * 4;
-    float *lane_sums = stages + i64(m) * (a.i_lanes - 1) * kSums * 32;  // [i_lanes - 1][kSums][32]
-    float *flat_sums = &sums[0][0][0][0];
-    if (q > 0) {
-#pragma unroll
-        for (int n = 0; n < kSums; n++) lane_sums[((q - 1) * kSums + n) * 32 + lane] = flat_sums[n];
-    }
-    __syncthreads();
-    if (q > 0) return;
-    for (int qq = 1; qq < a.i_lanes; qq++) {
-#pragma unroll
-        for (int n = 0; n < kSums; n++) flat_sums[n] += lane_sums[((qq - 1) * kSums + n) * 32 + lane];
-    }
-    // The first iteration without b0 left out c = 1 / J.
-    const float scale = kFirst && b0 == nullptr ? 1.0f / float(J) : 1.0f;
+    // Every warp leaves its sums in shared memory, [i-lane][tile row][VS]
+    // (at the row stride VS a half-warp's 8-byte stores hit distinct banks);
+    // then all the block's threads add the i-lanes' sums of a row in order
+    // and write the chunk's partial sums, 16 bytes a thread where the shape
+    // is dense. Before, i-lane 0's warps added the others' alone and wrote
+    // their fragments' floats one by one: a third of the first pass's warp
+    // samples (bench/results/nvidia-h200-stall-sites, run 1).
+    float *lane_rows = smem + i64(q) * tile_rows * VS;
 #pragma unroll
     for (int rt = 0; rt < RT; rt++) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {  // rows g and g + 8 of the row tile
-            const int r = (m * RT + rt) * kRows + g + 8 * h;
-            if (r >= rows) continue;
-            float *out = partial + ((i64(blockIdx.y) * a.B + b_first + r) * J) * E;
+            float *row_sums = lane_rows + ((m * RT + rt) * kRows + g + 8 * h) * VS + 2 * t;
 #pragma unroll
             for (int j = 0; j < JM; j++) {
-                if (j >= J) break;
 #pragma unroll
                 for (int nt = 0; nt < NE; nt++) {
-                    const int e = 8 * nt + 2 * t;
-                    if (e < E) out[j * E + e] = scale * sums[rt][j][nt][2 * h];
-                    if (e + 1 < E) out[j * E + e + 1] = scale * sums[rt][j][nt][2 * h + 1];
+                    *reinterpret_cast<float2 *>(row_sums + j * EP + 8 * nt) =
+                        make_float2(sums[rt][j][nt][2 * h], sums[rt][j][nt][2 * h + 1]);
                 }
             }
+        }
+    }
+    __syncthreads();
+    // The first iteration without b0 left out c = 1 / J.
+    const float scale = kFirst && b0 == nullptr ? 1.0f / float(J) : 1.0f;
+    float *out = partial + (i64(blockIdx.y) * a.B + b_first) * J * E;
+    const int lane_floats = tile_rows * VS;
+    if (a.vector_out) {  // E = EP: a row's J * E sums are its first J * EP floats here
+        const int row_pieces = J * EP / 4;
+        for (int p = threadIdx.x; p < rows * row_pieces; p += threads) {
+            const int r = p / row_pieces, col = 4 * (p % row_pieces);
+            const float *at = smem + r * VS + col;
+            float4 total = *reinterpret_cast<const float4 *>(at);
+            for (int qq = 1; qq < a.i_lanes; qq++) {
+                const float4 more = *reinterpret_cast<const float4 *>(at + qq * lane_floats);
+                total = make_float4(total.x + more.x, total.y + more.y, total.z + more.z, total.w + more.w);
+            }
+            *reinterpret_cast<float4 *>(out + i64(r) * J * E + col) =
+                make_float4(scale * total.x, scale * total.y, scale * total.z, scale * total.w);
+        }
+    } else {
+        for (int p = threadIdx.x; p < rows * J * E; p += threads) {
+            const int r = p / (J * E), j = p / E % J, e = p % E;
+            const float *at = smem + r * VS + j * EP + e;
+            float total = *at;
+            for (int qq = 1; qq < a.i_lanes; qq++) total += at[qq * lane_floats];
+            out[p] = scale * total;
         }
     }
 }
@@ -633,8 +670,9 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
         return tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
-            const tensor::Args a =
+            tensor::Args a =
                 tensor::args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
+            a.vector_out = a.dense && aligned16(partial);
             if (agreement) {  // after a squash kernel, which it may overlap
                 const size_t smem = tensor::smem_bytes<V>(a);
                 auto kernel = tensor::pass_kernel<V, false>;
