@@ -427,6 +427,48 @@ TEST_CASE("cuda digitcaps: the hand-written fused layers at their limits, and re
     }
 }
 
+// cuda_tensor's MNIST variant (out_caps x out_dim padded to 10 x 16, in_dim
+// to 8) past the batch of one block: batch ending inside a block's rows,
+// out_caps below the padded 10 (zeroed W rows, -inf logits), out_dim and
+// in_dim below 16 and 8 (the 4-byte copies), 1, 3 and 5 iterations, b0
+// given and not, u and b0 scaled as in the hard-input test, and the output
+// poisoned with NaN before the call.
+TEST_CASE("cuda digitcaps: cuda_tensor's MNIST variant at odd sizes past 64 rows", "[cuda][digitcaps]") {
+    INFO("seed " << seed());
+    const std::vector<DigitCapsShape> shapes = {{70, 50, 7, 9, 13}, {100, 41, 8, 10, 16}, {64, 33, 8, 9, 16},
+                                                {192, 23, 5, 10, 9}};
+    for (const auto &s : shapes) {
+        for (int iterations : {1, 3, 5}) {
+            for (bool with_b0 : {false, true}) {
+                for (float u_scale : {1.0f, 1e15f}) {
+                    INFO("B=" << s.batch << " I=" << s.in_caps << " K=" << s.in_dim << " J=" << s.out_caps
+                              << " E=" << s.out_dim << ", " << iterations << " iterations, b0 " << with_b0
+                              << ", u scale " << u_scale);
+                    DigitCapsProblem p(s);
+                    for (float &x : p.u) x *= u_scale;
+                    if (u_scale != 1.0f) {
+                        for (float &x : p.b0) x *= 80.0f;
+                    }
+                    DeviceTensor u(p.u, false), W(p.W, false), b0(p.b0, false), v(p.v, true);
+                    const Status st = digitcaps(u.view({s.batch, s.in_caps, s.in_dim}),
+                                                W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                                                with_b0 ? b0.view({s.in_caps, s.out_caps}) : TensorView{},
+                                                v.view({s.batch, s.out_caps, s.out_dim}), iterations,
+                                                device_options(Device::cuda, "cuda_tensor"));
+                    INFO(st.message);
+                    REQUIRE(st.ok());
+                    const std::vector<float> got = v.download();
+                    for (float x : got) REQUIRE(std::isfinite(x));
+                    require_close("v", got,
+                                  reference::digitcaps_f64(s, p.u.data(), p.W.data(), with_b0 ? p.b0.data() : nullptr,
+                                                           iterations),
+                                  1e-4);
+                }
+            }
+        }
+    }
+}
+
 // cuda_fused reads u and W as 16-byte vectors, and cuda_tensor copies them
 // as 16-byte pieces, only where both start on a 16-byte boundary; device
 // tensors one float off it take the 4-byte path, with the same results.
