@@ -51,7 +51,12 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-stall-sites/, run 2), with every warp leaving its sums in
+// nvidia-h200-stall-sites/, run 6), with the end of a pass issuing each
+// thread's loads 4 pieces at a time: MNIST b128 65.2 us, b512 189.0-189.2,
+// against 66.2-66.3 / 190.3-190.7 before in the same run; first pass 15.1
+// us at the GPU's clocks (16.2). In one call with its PyTorch peers before
+// that (bench/results/nvidia-h200-layer-peers/): 66.3 / 190.4 us, 6.44x /
+// 8.58x torch.compile. Before that (run 2), with every warp leaving its sums in
 // shared memory for the whole block to add and write (16 bytes a thread),
 // and the shared memory zeroed only where a copy leaves floats that are
 // read: MNIST b128 65.7 us, b512 189.0-189.2, against 69.0 / 204.4-204.7
@@ -549,17 +554,43 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     float *out = partial + (i64(blockIdx.y) * a.B + b_first) * J * E;
     const int lane_floats = tile_rows * VS;
     if (a.vector_out) {  // E = EP: a row's J * E sums are its first J * EP floats here
-        const int row_pieces = J * EP / 4;
-        for (int p = threadIdx.x; p < rows * row_pieces; p += threads) {
-            const int r = p / row_pieces, col = 4 * (p % row_pieces);
-            const float *at = smem + r * VS + col;
-            float4 total = *reinterpret_cast<const float4 *>(at);
-            for (int qq = 1; qq < a.i_lanes; qq++) {
-                const float4 more = *reinterpret_cast<const float4 *>(at + qq * lane_floats);
-                total = make_float4(total.x + more.x, total.y + more.y, total.z + more.z, total.w + more.w);
+        // kBatch pieces a thread at a time, all their loads issued before
+        // the adds (with the i-lane count known at compile time): the end of
+        // a pass waits on these loads' latency, not on its instructions
+        // (bench/results/nvidia-h200-stall-sites, runs 3 and 4).
+        const int row_pieces = J * EP / 4, pieces = rows * row_pieces;
+        auto add_and_write = [&](auto lanes) {
+            constexpr int L = decltype(lanes)::value, kBatch = 4;
+            for (int p_first = threadIdx.x; p_first < pieces; p_first += kBatch * threads) {
+                float4 loaded[kBatch][L];
+#pragma unroll
+                for (int n = 0; n < kBatch; n++) {
+                    const int p = min(p_first + n * threads, pieces - 1);
+                    const float *at = smem + (p / row_pieces) * VS + 4 * (p % row_pieces);
+#pragma unroll
+                    for (int qq = 0; qq < L; qq++) loaded[n][qq] = *reinterpret_cast<const float4 *>(at + qq * lane_floats);
+                }
+#pragma unroll
+                for (int n = 0; n < kBatch; n++) {
+                    const int p = p_first + n * threads;
+                    if (p >= pieces) break;
+                    float4 total = loaded[n][0];
+#pragma unroll
+                    for (int qq = 1; qq < L; qq++) {
+                        total = make_float4(total.x + loaded[n][qq].x, total.y + loaded[n][qq].y,
+                                            total.z + loaded[n][qq].z, total.w + loaded[n][qq].w);
+                    }
+                    *reinterpret_cast<float4 *>(out + i64(p / row_pieces) * J * E + 4 * (p % row_pieces)) =
+                        make_float4(scale * total.x, scale * total.y, scale * total.z, scale * total.w);
+                }
             }
-            *reinterpret_cast<float4 *>(out + i64(r) * J * E + col) =
-                make_float4(scale * total.x, scale * total.y, scale * total.z, scale * total.w);
+        };
+        if (a.i_lanes == 4) {  // i_lanes is 1, 2 or 4 (m_tiles x i_lanes warps, digitcaps_tensor checks)
+            add_and_write(std::integral_constant<int, 4>());
+        } else if (a.i_lanes == 2) {
+            add_and_write(std::integral_constant<int, 2>());
+        } else {
+            add_and_write(std::integral_constant<int, 1>());
         }
     } else {
         for (int p = threadIdx.x; p < rows * J * E; p += threads) {
