@@ -51,7 +51,11 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-stall-sites/, run 6), with the end of a pass issuing each
+// nvidia-h200-stall-sites/, run 7), with the dense copies unrolled over a
+// step's i-lanes: MNIST b128 62.9-63.0 us, b512 175.9-176.0, against
+// 64.9-65.0 / 188.1-188.4 before in the same run; first pass 14.6 us at the
+// GPU's clocks, passes with the logits 19.7-19.9. Before that (run 6), with
+// the end of a pass issuing each
 // thread's loads 4 pieces at a time: MNIST b128 65.2 us, b512 189.0-189.2,
 // against 66.2-66.3 / 190.3-190.7 before in the same run; first pass 15.1
 // us at the GPU's clocks (16.2). In one call with its PyTorch peers before
@@ -307,28 +311,49 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
     // for each i-lane's i) and commits them as one group (an empty one past
     // the chunk, so that every thread counts the same groups).
+    // The dense copies of `step` for its L i-lanes, L known at compile time
+    // so that the lanes' copies unroll and each lane's offsets are constants
+    // past the step's.
+    auto stage_dense = [&](int step, auto lanes) {
+        constexpr int L = decltype(lanes)::value;
+        const uint32_t slice_bytes = uint32_t(sizeof(float)) * uint32_t(a.slice);
+        const uint32_t step_bytes = uint32_t((step % kStages) * L) * slice_bytes;
+        const float *W_step = W_from + i64(step) * L * JEK;
+        const float *u_step = u_from + i64(step) * L * K;
+#pragma unroll
+        for (int lq = 0; lq < L; lq++) {
+            if (step * L + lq >= n_i) break;
+            const uint32_t slot_bytes = step_bytes + lq * slice_bytes;
+#pragma unroll
+            for (int c = 0; c < w_copies; c++) {
+                if (w_copy_mask >> c & 1u) {
+                    cp_async::copy16(W_at + slot_bytes + uint32_t(sizeof(float)) * c * row_step * WS,
+                                     W_step + lq * JEK + c * 4 * kThreads);
+                }
+            }
+            if (copies_u) cp_async::copy16(u_at + slot_bytes, u_step + lq * K);
+        }
+    };
     auto stage = [&](int step) {
         if (step < steps) {
             const int slot_first = (step % kStages) * a.i_lanes;
-            for (int lq = 0; lq < a.i_lanes; lq++) {
+            if (a.dense) {
+                if (a.i_lanes == 4) {  // i_lanes is 1, 2 or 4 (m_tiles x i_lanes warps, digitcaps_tensor checks)
+                    stage_dense(step, std::integral_constant<int, 4>());
+                } else if (a.i_lanes == 2) {
+                    stage_dense(step, std::integral_constant<int, 2>());
+                } else {
+                    stage_dense(step, std::integral_constant<int, 1>());
+                }
+            }
+            for (int lq = 0; lq < (a.dense && b0 == nullptr ? 0 : a.i_lanes); lq++) {  // 4-byte copies, b0
                 const int n = step * a.i_lanes + lq;
                 if (n >= n_i) break;
                 const i64 i = i_first + n;
                 float *W_dst = stages + (slot_first + lq) * a.slice;
                 float *b0_dst = W_dst + JM * EP * WS;
                 float *u_dst = b0_dst + V::B0F;
-                if (a.dense) {
-                    const uint32_t slot_bytes = uint32_t(sizeof(float)) * uint32_t((slot_first + lq) * a.slice);
-                    const float *W_src = W_from + n * JEK;
-#pragma unroll
-                    for (int c = 0; c < w_copies; c++) {
-                        if (w_copy_mask >> c & 1u) {
-                            cp_async::copy16(W_at + slot_bytes + uint32_t(sizeof(float)) * c * row_step * WS,
-                                             W_src + c * 4 * kThreads);
-                        }
-                    }
-                    if (copies_u) cp_async::copy16(u_at + slot_bytes, u_from + n * K);
-                } else {
+                if (!a.dense) {
                     const float *W_i = W + i * JEK;
                     for (int c = threadIdx.x; c < J * E * K; c += threads) {
                         const int row = c / K, col = c % K;  // row = j * E + e
