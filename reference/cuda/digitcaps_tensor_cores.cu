@@ -51,7 +51,10 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-stall-sites/, run 7), with the dense copies unrolled over a
+// nvidia-h200-stall-sites/, run 8), with v_sum's rows copied from
+// addresses taken once: MNIST b128 61.8-62.0 us, b512 175.8-176.9, against
+// 62.8-63.0 / 176.7-177.1 before, and torch.compile's 430.0 / 1678.0 in the
+// same call (6.95x / 9.52x). Before that (run 7), with the dense copies unrolled over a
 // step's i-lanes: MNIST b128 62.9-63.0 us, b512 175.9-176.0, against
 // 64.9-65.0 / 188.1-188.4 before in the same run; first pass 14.6 us at the
 // GPU's clocks, passes with the logits 19.7-19.9. Before that (run 6), with
@@ -391,10 +394,20 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // with the rest.
     if (!kFirst) {
         if (a.dense) {  // a row of v_sum is J * EP floats, as in v_tile: a warp a row, 16 bytes a lane
+            // The lane's shared and global addresses taken once, the row's
+            // pieces unrolled (at most JM * EP / 128 of them).
+            constexpr int kRowCopies = (JM * EP + 4 * 32 - 1) / (4 * 32);
             const int warps = threads / 32;
+            const uint32_t v_at = cp_async::shared_address(v_tile + warp * VS + 4 * lane);
+            const float *v_from = v_sum + (b_first + warp) * J * E + 4 * lane;
             for (int r = warp; r < rows; r += warps) {
-                for (int col = 4 * lane; col < J * EP; col += 4 * 32) {
-                    __pipeline_memcpy_async(v_tile + r * VS + col, v_sum + (b_first + r) * J * E + col, 16);
+                const int r_on = r - warp;
+#pragma unroll
+                for (int c = 0; c < kRowCopies; c++) {
+                    if (4 * lane + 4 * 32 * c < J * EP) {
+                        cp_async::copy16(v_at + uint32_t(sizeof(float)) * (r_on * VS + 4 * 32 * c),
+                                         v_from + i64(r_on) * J * E + 4 * 32 * c);
+                    }
                 }
             }
         } else {
