@@ -51,28 +51,28 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-stall-sites/, run 8), with v_sum's rows copied from
-// addresses taken once: MNIST b128 61.8-62.0 us, b512 175.8-176.9, against
-// 62.8-63.0 / 176.7-177.1 before, and torch.compile's 430.0 / 1678.0 in the
-// same call (6.95x / 9.52x). Before that (run 7), with the dense copies unrolled over a
-// step's i-lanes: MNIST b128 62.9-63.0 us, b512 175.9-176.0, against
+// nvidia-h200-stall-sites/, run 8), with v_sum's rows copied from addresses
+// taken once: MNIST b128 61.8-62.0 us, b512 175.8-176.9, against 62.8-63.0 /
+// 176.7-177.1 before, and torch.compile's 430.0 / 1678.0 in the same call
+// (6.95x / 9.52x). Before that (run 7), with the dense copies unrolled over
+// a step's i-lanes: MNIST b128 62.9-63.0 us, b512 175.9-176.0, against
 // 64.9-65.0 / 188.1-188.4 before in the same run; first pass 14.6 us at the
 // GPU's clocks, passes with the logits 19.7-19.9. Before that (run 6), with
-// the end of a pass issuing each
-// thread's loads 4 pieces at a time: MNIST b128 65.2 us, b512 189.0-189.2,
-// against 66.2-66.3 / 190.3-190.7 before in the same run; first pass 15.1
-// us at the GPU's clocks (16.2). In one call with its PyTorch peers before
-// that (bench/results/nvidia-h200-layer-peers/): 66.3 / 190.4 us, 6.44x /
-// 8.58x torch.compile. Before that (run 2), with every warp leaving its sums in
+// the end of a pass issuing each thread's loads 4 pieces at a time: MNIST
+// b128 65.2 us, b512 189.0-189.2, against 66.2-66.3 / 190.3-190.7 before in
+// the same run; first pass 15.1 us at the GPU's clocks (16.2). In one call
+// with its PyTorch peers before that
+// (bench/results/nvidia-h200-layer-peers/): 66.3 / 190.4 us, 6.44x / 8.58x
+// torch.compile. Before that (run 2), with every warp leaving its sums in
 // shared memory for the whole block to add and write (16 bytes a thread),
 // and the shared memory zeroed only where a copy leaves floats that are
 // read: MNIST b128 65.7 us, b512 189.0-189.2, against 69.0 / 204.4-204.7
-// before in the same run; per kernel at the GPU's clocks, first pass 16.1
-// us (17.4), passes with the logits 20.8-21.2 (22.9-23.0). Before that
-// (bench/results/nvidia-h200-pass-costs/, run 3), with the softmax shared out over the
-// lanes of a quad (6.6% fewer instructions in the passes with the logits):
-// MNIST b128 69.3 us, b512 205.6-205.7, against 70.5-70.8 / 209.7 before
-// in the same run. Before that (bench/results/
+// before in the same run; per kernel at the GPU's clocks, first pass 16.1 us
+// (17.4), passes with the logits 20.8-21.2 (22.9-23.0). Before that
+// (bench/results/nvidia-h200-pass-costs/, run 3), with the softmax shared
+// out over the lanes of a quad (6.6% fewer instructions in the passes with
+// the logits): MNIST b128 69.3 us, b512 205.6-205.7, against 70.5-70.8 /
+// 209.7 before in the same run. Before that (bench/results/
 // nvidia-h200-first-pass-tiles/, run 1, `halcaps bench --op digitcaps`),
 // with the first pass's warps taking two row tiles: MNIST b128 70.5 us,
 // b512 209.7, against 70.9-71.3 / 215.1-215.4 before and torch.compile's
