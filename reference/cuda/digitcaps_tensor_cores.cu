@@ -311,12 +311,11 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 #pragma unroll
     for (int n = 0; n < w_copies; n++) w_copy_mask |= uint32_t(n * kThreads + int(threadIdx.x) < J * EP * per_row) << n;
 
-    // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
-    // for each i-lane's i) and commits them as one group (an empty one past
-    // the chunk, so that every thread counts the same groups).
     // The dense copies of `step` for its L i-lanes, L known at compile time
     // so that the lanes' copies unroll and each lane's offsets are constants
-    // past the step's.
+    // past the step's (with a runtime lane count ptxas recomputed them a
+    // lane: 13% more instructions in the first pass, bench/results/
+    // nvidia-h200-stall-sites, run 7).
     auto stage_dense = [&](int step, auto lanes) {
         constexpr int L = decltype(lanes)::value;
         const uint32_t slice_bytes = uint32_t(sizeof(float)) * uint32_t(a.slice);
@@ -337,6 +336,10 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             if (copies_u) cp_async::copy16(u_at + slot_bytes, u_step + lq * K);
         }
     };
+    // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
+    // for each i-lane's i) and commits them as one group (an empty one past
+    // the chunk, so that every thread counts the same groups); the loop over
+    // i-lanes below runs only for 4-byte copies or b0.
     auto stage = [&](int step) {
         if (step < steps) {
             const int slot_first = (step % kStages) * a.i_lanes;
