@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "digitcaps_cuda.h"
 
@@ -71,25 +72,26 @@ cudaError_t launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block,
 
 constexpr int kSquashThreads = 128;
 
-// A block per (b, j) row: threads (e lane of EP, group g of G) add chunks
-// g, g + G, ... of the row's partial sums, the groups are added in order,
-// and the first EP lanes (of the first warp) squash the row. v_sum becomes v
-// (first iteration) or v_sum + v; the last iteration writes v instead.
-// Launched overlapping the pass kernel ahead of it, whose partial sums it
-// waits for.
-template <int EP>
+// A block of R (b, j) rows (threadIdx.z): threads (e lane of EP, group g of
+// G) add chunks g, g + G, ... of their row's partial sums, the groups are
+// added in order, and the first EP lanes of the row's threads squash it.
+// v_sum becomes v (first iteration) or v_sum + v; the last iteration
+// writes v instead. Launched overlapping the pass kernel ahead of it, whose
+// partial sums it waits for.
+template <int EP, int G>
 __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__restrict__ partial,
                                                                 float *__restrict__ v_sum, float *__restrict__ v,
                                                                 int64_t rows, int E, int64_t chunks, bool first, bool last) {
-    constexpr int G = kSquashThreads / EP;
-    __shared__ float group_sums[G][EP];
-    const int64_t row = blockIdx.x;
-    const int e = threadIdx.x, g = threadIdx.y;
+    constexpr int R = kSquashThreads / (EP * G);
+    static_assert(R >= 1 && EP <= 32 && 32 % EP == 0, "a row's g = 0 lanes lie in one warp");
+    __shared__ float group_sums[R][G][EP];
+    const int e = threadIdx.x, g = threadIdx.y, rz = threadIdx.z;
+    const int64_t row = int64_t(blockIdx.x) * R + rz;
     wait_for_previous_kernel();
     let_next_kernel_start();
     // Four sums in flight, so that four loads are.
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (e < E) {
+    if (e < E && row < rows) {
         const float *p = partial + row * E + e;
         const int64_t step = rows * E;
         int64_t chunk = g;
@@ -99,13 +101,16 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
         }
         for (int n = 0; chunk < chunks; chunk += G, n++) sum[n] += p[chunk * step];
     }
-    group_sums[g][e] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+    group_sums[rz][g][e] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
     __syncthreads();
-    if (g != 0) return;
+    if (g != 0 || row >= rows) return;
     float s = 0.0f;
 #pragma unroll
-    for (int gg = 0; gg < G; gg++) s += group_sums[gg][e];
-    constexpr unsigned mask = EP == 32 ? 0xffffffffu : (1u << EP) - 1;
+    for (int gg = 0; gg < G; gg++) s += group_sums[rz][gg][e];
+    // The row's g = 0 lanes: EP consecutive lanes of one warp, starting at a
+    // multiple of EP (the row's threads are EP * G consecutive ones).
+    const int lane_first = (threadIdx.x + EP * (threadIdx.y + G * threadIdx.z)) % 32 / EP * EP;
+    const unsigned mask = (EP == 32 ? 0xffffffffu : (1u << EP) - 1) << lane_first;
     float m = fabsf(s);  // 0 past E
 #pragma unroll
     for (int o = EP / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(mask, m, o, EP));
@@ -124,15 +129,33 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
 }
 
 // Enqueues squash_kernel over `rows` = B * J rows of out_dim E <= 32, from
-// partial[chunks][rows][E].
+// partial[chunks][rows][E]: G groups a row, the fewest (a power of 2 up to
+// kSquashThreads / EP) that leave each thread at most 8 chunks, and the
+// block's other threads on further rows. With few chunks (MNIST b512's 16)
+// that is 4 rows a block and a fifth of the blocks, where one row a block
+// made 5120 blocks in two and a half waves (bench/results/
+// nvidia-h200-squash-rows).
+template <int EP>
+inline cudaError_t launch_squash_ep(const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
+                                    bool first, bool last, cudaStream_t stream) {
+    constexpr int kMaxGroups = kSquashThreads / EP;
+    auto launch = [&](auto groups) {
+        constexpr int G = decltype(groups)::value, R = kSquashThreads / (EP * G);
+        return launch_overlapping(squash_kernel<EP, G>, dim3(unsigned((rows + R - 1) / R)), dim3(EP, G, R), 0, stream,
+                                  partial, v_sum, v, rows, E, chunks, first, last);
+    };
+    if (chunks > 8 * (kMaxGroups / 2) || kMaxGroups == 2) {
+        return launch(std::integral_constant<int, kMaxGroups>());
+    }
+    if (chunks > 8 * (kMaxGroups / 4) || kMaxGroups == 4) {
+        return launch(std::integral_constant<int, kMaxGroups / 2>());
+    }
+    return launch(std::integral_constant<int, kMaxGroups / 4>());
+}
 inline cudaError_t launch_squash(const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
                                  bool first, bool last, cudaStream_t stream) {
-    if (E <= 16) {
-        return launch_overlapping(squash_kernel<16>, dim3(unsigned(rows)), dim3(16, kSquashThreads / 16), 0, stream,
-                                  partial, v_sum, v, rows, E, chunks, first, last);
-    }
-    return launch_overlapping(squash_kernel<32>, dim3(unsigned(rows)), dim3(32, kSquashThreads / 32), 0, stream, partial,
-                              v_sum, v, rows, E, chunks, first, last);
+    if (E <= 16) return launch_squash_ep<16>(partial, v_sum, v, rows, E, chunks, first, last, stream);
+    return launch_squash_ep<32>(partial, v_sum, v, rows, E, chunks, first, last, stream);
 }
 
 // The fused versions' routing iterations: for each, the pass kernel

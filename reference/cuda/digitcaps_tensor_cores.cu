@@ -51,7 +51,11 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-stall-sites/, run 8), with v_sum's rows copied from addresses
+// nvidia-h200-squash-rows/), with the squash kernel taking several rows a
+// block where the chunks are few: MNIST b512 163.4-164.0 us against
+// 177.6-177.9 (b128 unchanged, 62.5); in one call with the PyTorch peers
+// 62.3 / 163.2 us, 6.90x / 9.92x torch.compile. Before that
+// (bench/results/nvidia-h200-stall-sites/, run 8), with v_sum's rows copied from addresses
 // taken once: MNIST b128 61.8-62.0 us, b512 175.8-176.9, against 62.8-63.0 /
 // 176.7-177.1 before, and torch.compile's 430.0 / 1678.0 in the same call
 // (6.95x / 9.52x). Before that (run 7), with the dense copies unrolled over
