@@ -126,9 +126,9 @@ cudaError_t route_naive(const float *u_hat, const float *b0, float *v, const Rou
 //                 it reads the J logits of its row b, takes the softmax's c
 //                 for its j and adds c * u_hat into its E sums. The chunk's
 //                 sums go to partial[chunk, b, j, :].
-// squash kernel   a block per (b, j) row: adds the chunks' partial sums (in
-//                 a fixed order), squashes, and writes v (last iteration) or
-//                 v_sum.
+// squash kernel   one or more (b, j) rows a block (digitcaps_shared.cuh):
+//                 adds the chunks' partial sums (in a fixed order), squashes,
+//                 and writes v (last iteration) or v_sum.
 // The chunk count fills the device once (blocks resident at once over the
 // batch tiles), so that every block starts at once and none waits a wave.
 //
