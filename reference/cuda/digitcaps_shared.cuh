@@ -129,22 +129,24 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
 }
 
 // Enqueues squash_kernel over `rows` = B * J rows of out_dim E <= 32, from
-// partial[chunks][rows][E]: G groups a row, the fewest (a power of 2 up to
-// kSquashThreads / EP) that leave each thread at most 8 chunks, and the
-// block's other threads on further rows. With few chunks (MNIST b512's 16)
+// partial[chunks][rows][E]: G groups a row, the fewest that leave each
+// thread at most 8 chunks among kMaxGroups, kMaxGroups / 2 and (at EP 16)
+// kMaxGroups / 4, never fewer than 2, and the block's other threads on
+// further rows. With few chunks (MNIST b512's 16)
 // that is 4 rows a block and a fifth of the blocks, where one row a block
 // made 5120 blocks in two and a half waves (bench/results/
 // nvidia-h200-squash-rows).
 template <int EP>
 inline cudaError_t launch_squash_ep(const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
                                     bool first, bool last, cudaStream_t stream) {
-    constexpr int kMaxGroups = kSquashThreads / EP;
+    constexpr int kMaxGroups = kSquashThreads / EP;  // 8 at EP 16, 4 at EP 32
+    static_assert(kMaxGroups >= 4, "EP up to 32");
     auto launch = [&](auto groups) {
         constexpr int G = decltype(groups)::value, R = kSquashThreads / (EP * G);
         return launch_overlapping(squash_kernel<EP, G>, dim3(unsigned((rows + R - 1) / R)), dim3(EP, G, R), 0, stream,
                                   partial, v_sum, v, rows, E, chunks, first, last);
     };
-    if (chunks > 8 * (kMaxGroups / 2) || kMaxGroups == 2) {
+    if (chunks > 8 * (kMaxGroups / 2)) {
         return launch(std::integral_constant<int, kMaxGroups>());
     }
     if (chunks > 8 * (kMaxGroups / 4) || kMaxGroups == 4) {

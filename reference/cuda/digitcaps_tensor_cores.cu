@@ -214,6 +214,20 @@ __device__ inline float2 w_pair(const float *W_s, int j, int nt, int ks, int g, 
 
 constexpr float kLog2e = 1.44269504f;
 
+// Calls `call` with the block's i-lane count as a compile-time constant
+// (std::integral_constant), so that loops over the i-lanes unroll: 1, 2 or
+// 4 (m_tiles x i_lanes warps, which digitcaps_tensor checks).
+template <typename Call>
+__device__ inline void with_lane_count(int i_lanes, Call call) {
+    if (i_lanes == 4) {
+        call(std::integral_constant<int, 4>());
+    } else if (i_lanes == 2) {
+        call(std::integral_constant<int, 2>());
+    } else {
+        call(std::integral_constant<int, 1>());
+    }
+}
+
 // The logits b0[i, j] of one row in base 2 (zeros without b0, -inf past J).
 template <int JM>
 __device__ inline void base2_logits_of_b0(const float *b0_row, int J, float (&c)[JM]) {
@@ -347,15 +361,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     auto stage = [&](int step) {
         if (step < steps) {
             const int slot_first = (step % kStages) * a.i_lanes;
-            if (a.dense) {
-                if (a.i_lanes == 4) {  // i_lanes is 1, 2 or 4 (m_tiles x i_lanes warps, digitcaps_tensor checks)
-                    stage_dense(step, std::integral_constant<int, 4>());
-                } else if (a.i_lanes == 2) {
-                    stage_dense(step, std::integral_constant<int, 2>());
-                } else {
-                    stage_dense(step, std::integral_constant<int, 1>());
-                }
-            }
+            if (a.dense) with_lane_count(a.i_lanes, [&](auto lanes) { stage_dense(step, lanes); });
             for (int lq = 0; lq < (a.dense && b0 == nullptr ? 0 : a.i_lanes); lq++) {  // 4-byte copies, b0
                 const int n = step * a.i_lanes + lq;
                 if (n >= n_i) break;
@@ -630,13 +636,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                 }
             }
         };
-        if (a.i_lanes == 4) {  // i_lanes is 1, 2 or 4 (m_tiles x i_lanes warps, digitcaps_tensor checks)
-            add_and_write(std::integral_constant<int, 4>());
-        } else if (a.i_lanes == 2) {
-            add_and_write(std::integral_constant<int, 2>());
-        } else {
-            add_and_write(std::integral_constant<int, 1>());
-        }
+        with_lane_count(a.i_lanes, add_and_write);
     } else {
         for (int p = threadIdx.x; p < rows * J * E; p += threads) {
             const int r = p / (J * E), j = p / E % J, e = p % E;
