@@ -27,7 +27,10 @@
 //
 // 3xTF32 (tf32_mma.cuh): float32 accuracy from three TF32 products. The
 // tests hold it to the same 1e-4 norm-wise bound as every other
-// implementation.
+// implementation. W's values are split with big truncated
+// (split_tf32_truncated), u's rounded: truncating u's too let ptxas pass u
+// itself as the big A operand, from registers in the wrong order, and it
+// added a move for each of them before most mma.
 //
 // Block: m_tiles x i_lanes warps; the m_tiles warps of an i-lane take
 // 16-row tiles of the batch, the i_lanes take alternate input capsules of
@@ -51,8 +54,17 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-squash-rows/), with the squash kernel taking several rows a
-// block where the chunks are few: MNIST b512 163.4-164.0 us against
+// nvidia-h200-block-shapes/, run 2), with W's TF32 pairs split with big
+// truncated (4.6% fewer instructions in the passes with the logits, 5.3% in
+// the first): MNIST b128 62.0-62.1 us, b512 160.7-160.9, against 62.2-62.4
+// / 162.9-163.3 before in the same run; per kernel at the GPU's clocks, the
+// passes with the logits 19.6-20.2 us at b128 and 59.1-59.6 at b512. Tried
+// and dropped there (run 1): blocks of 4 row tiles x 1 i-lane, every W[i]
+// staged once for 64 rows: 71.6 / 174.1 us against 62.4 / 163.5 (twice the
+// chunks, so twice the partial sums for the squash kernel to add, and the
+// passes with the logits no faster at b512, slower at b128). Before that
+// (bench/results/nvidia-h200-squash-rows/), with the squash kernel taking
+// several rows a block where the chunks are few: MNIST b512 163.4-164.0 us against
 // 177.6-177.9 (b128 unchanged, 62.5); in one call with the PyTorch peers
 // 62.3 / 163.2 us, 6.90x / 9.92x torch.compile. Before that
 // (bench/results/nvidia-h200-stall-sites/, run 8), with v_sum's rows copied from addresses
@@ -136,7 +148,7 @@ using tf32::conflict_free_stride;
 using tf32::set_zero;
 using tf32::Split;
 using tf32::split_a;
-using tf32::split_tf32;
+using tf32::split_tf32_truncated;
 using tf32::SplitA;
 
 constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
@@ -201,9 +213,10 @@ size_t smem_bytes(const Args &a) {
     return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * V::VS);
 }
 
-// d += a * w in float32 accuracy (3xTF32), w the lane's two B values.
+// d += a * w in float32 accuracy (3xTF32), w the lane's two B values (split
+// with big truncated: one instruction fewer a value than rounded).
 __device__ inline void mma_3xtf32(float (&d)[4], const SplitA &a, float2 w) {
-    tf32::mma_3xtf32(d, a, split_tf32(w.x), split_tf32(w.y));
+    tf32::mma_3xtf32(d, a, split_tf32_truncated(w.x), split_tf32_truncated(w.y));
 }
 
 // The lane's two B values of W[i, j] for out_dim tile nt and k-step ks.
@@ -480,7 +493,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                         for (int nt = 0; nt < NE; nt++) {
                             float2 w = w_pair<V>(W_s, j, nt, ks, g, t);
                             if constexpr (decltype(scaled)::value) w = make_float2(c[j] * w.x, c[j] * w.y);
-                            const Split w0 = split_tf32(w.x), w1 = split_tf32(w.y);
+                            const Split w0 = split_tf32_truncated(w.x), w1 = split_tf32_truncated(w.y);
 #pragma unroll
                             for (int rt = 0; rt < RT; rt++) tf32::mma_3xtf32(sums[rt][j][nt], xs[rt], w0, w1);
                         }

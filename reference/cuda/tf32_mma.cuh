@@ -54,6 +54,18 @@ __device__ inline Split split_tf32(float x) {
     return {big, __float_as_uint(x - __uint_as_float(big))};
 }
 
+// x as a TF32 pair with big = x truncated to TF32 (its low 13 bits
+// cleared): one instruction where split_tf32's big takes two (ptxas then
+// passes x itself as the big operand, the mma reading only its top bits),
+// and no limit on a finite x. small is below 2^-10 |x| (2^-11 rounded), so
+// the dropped a_small * b_small is ~2^-20 relative, still far below the
+// 1e-4 the tests hold every implementation to. digitcaps_tensor_cores.cu
+// splits its B values (W) so.
+__device__ inline Split split_tf32_truncated(float x) {
+    const uint32_t big = __float_as_uint(x) & 0xffffe000u;
+    return {big, __float_as_uint(x - __uint_as_float(big))};
+}
+
 // d += a * b on the tensor cores, a 16x8 (row-major fragment), b 8x8.
 __device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
