@@ -54,7 +54,13 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-block-shapes/, run 2), with W's TF32 pairs split with big
+// nvidia-h200-block-shapes/, run 3), with the softmax's 1 / total taken by
+// __fdividef (MUFU.RCP, where 1.0f / total branched to a slow path): MNIST
+// b128 61.2-61.5 us, b512 158.1-158.2, against 61.9-62.0 / 160.3-160.5 in the
+// same run. Tried and dropped there: each row's dots added over its 4 lanes
+// by two rounds of shuffles and every lane taking both rows' softmax (no
+// selects, a shorter chain of shuffles, 8% more instructions): 62.5-62.6 /
+// 162.5-162.6. Before that (run 2), with W's TF32 pairs split with big
 // truncated (4.6% fewer instructions in the passes with the logits, 5.3% in
 // the first): MNIST b128 62.0-62.1 us, b512 160.7-160.9, against 62.2-62.4
 // / 162.9-163.3 before in the same run; per kernel at the GPU's clocks, the
@@ -265,7 +271,7 @@ __device__ inline void softmax_base2(float (&c)[JM]) {
         total += c[j];
     }
     if (kLanePair) total += __shfl_xor_sync(0xffffffffu, total, 1);
-    const float inverse = 1.0f / total;  // total >= 1
+    const float inverse = __fdividef(1.0f, total);  // total in [1, JM]: MUFU.RCP, no slow path
 #pragma unroll
     for (int j = 0; j < JM; j++) c[j] *= inverse;
 }
