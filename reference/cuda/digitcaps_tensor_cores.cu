@@ -36,7 +36,7 @@
 // 16-row tiles of the batch, the i_lanes take alternate input capsules of
 // the block's chunk, and are added in shared memory (in a fixed order) at
 // the end, so that fewer partial sums reach global memory. W[i], b0[i, :]
-// and the block's u rows of i are staged by cp.async, kStages steps, one
+// and the block's u rows of i are staged by cp.async, S steps, one
 // barrier a step. The squash kernel (digitcaps_shared.cuh) adds the chunks'
 // partial sums and squashes, as in version 2.
 //
@@ -158,10 +158,16 @@ using tf32::split_tf32_truncated;
 using tf32::SplitA;
 
 constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
-// Steps staged: the one read and two in flight. 2 or 4 were slower on an
-// H200 (nvidia-h200-layer-staging/, run 5: 74.0 and 72.0 us at MNIST b128
-// against 70.8).
-constexpr int kStages = 3;
+// Steps staged (the kernel's S): the one read and two in flight where an
+// i-lane's chunk is long, the one read and one in flight where it is short
+// (at most kShortChunkSteps steps), which spends less time filling the
+// pipeline before the first step. On an H200 (bench/results/
+// nvidia-h200-block-shapes/, run 7), every pass at 2 / 3 / 4 stages: MNIST
+// b128 (9 steps) 60.3-60.4 / 61.2-61.5 / 64.1-64.4 us, b512 (36 steps)
+// 160.3-160.6 / 157.6-158.0 / 169.7-170.1. The rule between rests on those
+// two shapes.
+constexpr int kLongStages = 3, kShortStages = 2;
+constexpr int64_t kShortChunkSteps = 16;
 constexpr int kRows = 16;   // batch rows a warp: the mma's M
 constexpr int kThreads = 128;  // a block's threads: 4 warps, m_tiles / RT row warps x i_lanes (block_shape)
 
@@ -209,14 +215,15 @@ Args args_for(const DigitCapsLayerShape &s, int m_tiles, int i_lanes, i64 chunk,
 
 // Shared memory, in floats: the staged slices, then the block's rows of
 // v_sum. After the loop the same floats hold every i-lane's sums on their
-// way to being added ([i_lanes][tile rows][VS], over both regions).
-template <typename V>
+// way to being added ([i_lanes][tile rows][VS], over both regions). S:
+// the steps staged.
+template <typename V, int S>
 __host__ __device__ int stage_region_floats(const Args &a) {
-    return max(kStages * a.i_lanes * a.slice, (a.i_lanes - 1) * a.m_tiles * kRows * V::VS);
+    return max(S * a.i_lanes * a.slice, (a.i_lanes - 1) * a.m_tiles * kRows * V::VS);
 }
-template <typename V>
+template <typename V, int S>
 size_t smem_bytes(const Args &a) {
-    return sizeof(float) * (size_t(stage_region_floats<V>(a)) + size_t(a.m_tiles) * kRows * V::VS);
+    return sizeof(float) * (size_t(stage_region_floats<V, S>(a)) + size_t(a.m_tiles) * kRows * V::VS);
 }
 
 // d += a * w in float32 accuracy (3xTF32), w the lane's two B values (split
@@ -282,15 +289,15 @@ __device__ inline void softmax_base2(float (&c)[JM]) {
 //   sums[b, (j, e)] = sum_i sum_k u[b, i, k] * (c[i, j] W[i, j, e, k]),
 // added by the mma straight into the sums (no u_hat, no logits). Blocks of
 // at most 128 threads, at least two of them an SM.
-template <typename V, bool kFirst, int RT = 1>
+template <typename V, bool kFirst, int RT = 1, int S = kLongStages>
 __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
                                                       const float *__restrict__ b0, const float *__restrict__ v_sum,
                                                       float *__restrict__ partial, Args a) {
     constexpr int JM = V::JM, NE = V::NE, KS = V::KS, EP = V::EP, WS = V::WS, US = V::US, VS = V::VS;
     extern __shared__ float4 smem_vec[];
     float *smem = reinterpret_cast<float *>(smem_vec);
-    const int region = stage_region_floats<V>(a);
-    float *stages = smem;           // [kStages][i_lanes][slice]
+    const int region = stage_region_floats<V, S>(a);
+    float *stages = smem;           // [S][i_lanes][slice]
     float *v_tile = smem + region;  // [m_tiles * 16][vs]: v_sum[b, j, e] at (b, j * EP + e)
 
     static_assert(RT == 1 || kFirst, "only the first pass takes several row tiles a warp");
@@ -317,7 +324,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     const bool full_tiles = a.dense && J == JM && rows == tile_rows;
     if (full_tiles) {
         if (b0 == nullptr) {  // no copy lands on these floats: no barrier before the copies
-            for (int n = threadIdx.x; n < kStages * a.i_lanes * V::B0F; n += threads) {
+            for (int n = threadIdx.x; n < S * a.i_lanes * V::B0F; n += threads) {
                 stages[(n / V::B0F) * a.slice + JM * EP * WS + n % V::B0F] = 0.0f;
             }
         }
@@ -356,7 +363,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     auto stage_dense = [&](int step, auto lanes) {
         constexpr int L = decltype(lanes)::value;
         const uint32_t slice_bytes = uint32_t(sizeof(float)) * uint32_t(a.slice);
-        const uint32_t step_bytes = uint32_t((step % kStages) * L) * slice_bytes;
+        const uint32_t step_bytes = uint32_t((step % S) * L) * slice_bytes;
         const float *W_step = W_from + i64(step) * L * JEK;
         const float *u_step = u_from + i64(step) * L * K;
 #pragma unroll
@@ -379,7 +386,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // i-lanes below runs only for 4-byte copies or b0.
     auto stage = [&](int step) {
         if (step < steps) {
-            const int slot_first = (step % kStages) * a.i_lanes;
+            const int slot_first = (step % S) * a.i_lanes;
             if (a.dense) with_lane_count(a.i_lanes, [&](auto lanes) { stage_dense(step, lanes); });
             for (int lq = 0; lq < (a.dense && b0 == nullptr ? 0 : a.i_lanes); lq++) {  // 4-byte copies, b0
                 const int n = step * a.i_lanes + lq;
@@ -412,11 +419,11 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     for (int rt = 0; rt < RT; rt++) set_zero(sums[rt]);
     const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * VS on
 
-    // Steps 0 .. kStages - 2 in flight; at the top of step s the barrier
+    // Steps 0 .. S - 2 in flight; at the top of step s the barrier
     // (after this thread's wait for step s's group) makes step s's slot
     // visible and frees the slot step s - 1 read, which the copy of step
-    // s + kStages - 1 then fills.
-    for (int step = 0; step < kStages - 1; step++) stage(step);
+    // s + S - 1 then fills.
+    for (int step = 0; step < S - 1; step++) stage(step);
     // Up to here the kernel reads only u, W and b0, and may overlap the
     // squash kernel ahead of it; v_sum is that kernel's, and so is partial
     // (which it reads).
@@ -454,14 +461,14 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         if (!kFirst && step == 0) {
             __pipeline_wait_prior(0);
         } else {
-            __pipeline_wait_prior(kStages - 2);
+            __pipeline_wait_prior(S - 2);
         }
         __syncthreads();
-        stage(step + kStages - 1);
+        stage(step + S - 1);
         const int n = step * a.i_lanes + q;
         if (n >= n_i) continue;  // the chunk's last step may leave some i-lanes idle
 
-        const float *W_s = stages + ((step % kStages) * a.i_lanes + q) * a.slice;
+        const float *W_s = stages + ((step % S) * a.i_lanes + q) * a.slice;
         const float *b0_s = W_s + JM * EP * WS;
         // The lane's u values: rows g, g + 8 of each of its row tiles at
         // in_dim 2t, 2t + 1 of each k-step.
@@ -706,6 +713,16 @@ cudaError_t with_variant(const DigitCapsLayerShape &s, Call call) {
                           : with_jm<2>(int(s.out_caps), int(s.in_dim), call);
 }
 
+// with_variant, with the stage count as well (std::integral_constant):
+// kShortStages where the chunks are short, else kLongStages.
+template <typename Call>
+cudaError_t with_variant_and_stages(const DigitCapsLayerShape &s, bool short_chunks, Call call) {
+    return with_variant(s, [&](auto variant) {
+        if (short_chunks) return call(variant, std::integral_constant<int, kShortStages>());
+        return call(variant, std::integral_constant<int, kLongStages>());
+    });
+}
+
 // The block's warps: two row tiles by two i-lanes, or one row tile by four
 // i-lanes where the batch fits one tile. At 239 registers (MNIST's shape)
 // two blocks of 4 warps fit an SM. Measured on an NVIDIA H200 (run 4, MNIST
@@ -732,7 +749,7 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
             const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
-            const size_t smem = tensor::smem_bytes<V>(a);
+            const size_t smem = tensor::smem_bytes<V, tensor::kLongStages>(a);
             if (cudaError_t e = tensor::allow_smem(tensor::pass_kernel<V, false>, smem); e != cudaSuccess) return e;
             return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tensor::pass_kernel<V, false>, threads, smem);
         });
@@ -762,28 +779,30 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     const int64_t tile_rows = int64_t(plan.m_tiles) * tensor::kRows;
     const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
     const dim3 block(tensor::kThreads);
+    const bool short_chunks = plan.chunk / plan.i_lanes <= tensor::kShortChunkSteps;
     return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
-        return tensor::with_variant(s, [&](auto variant) {
+        return tensor::with_variant_and_stages(s, short_chunks, [&](auto variant, auto staged) {
             using V = decltype(variant);
+            constexpr int S = decltype(staged)::value;
             tensor::Args a =
                 tensor::args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
             a.vector_out = a.dense && aligned16(partial);
             if (agreement) {  // after a squash kernel, which it may overlap
-                const size_t smem = tensor::smem_bytes<V>(a);
-                auto kernel = tensor::pass_kernel<V, false>;
+                const size_t smem = tensor::smem_bytes<V, S>(a);
+                auto kernel = tensor::pass_kernel<V, false, 1, S>;
                 if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
                 return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0,
                                                             static_cast<const float *>(v_sum), partial, a);
             }
             tensor::Args first = a;
-            auto kernel = tensor::pass_kernel<V, true, 1>;
+            auto kernel = tensor::pass_kernel<V, true, 1, S>;
             if constexpr (tensor::two_tiles_fit<V>()) {
                 if (a.m_tiles == tensor::kFirstWarpTiles) {
                     first.i_lanes = tensor::kThreads / 32;  // every warp takes both row tiles: the warps are i-lanes
-                    kernel = tensor::pass_kernel<V, true, tensor::kFirstWarpTiles>;
+                    kernel = tensor::pass_kernel<V, true, tensor::kFirstWarpTiles, S>;
                 }
             }
-            const size_t smem = tensor::smem_bytes<V>(first);
+            const size_t smem = tensor::smem_bytes<V, S>(first);
             if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
             kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, first);
             return cudaGetLastError();
