@@ -54,7 +54,9 @@
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
-// nvidia-h200-block-shapes/, run 3), with the softmax's 1 / total taken by
+// nvidia-h200-block-shapes/, run 8), with 2 steps staged where the chunks
+// are short (kShortChunkSteps): MNIST b128 60.6-60.9 us against 61.5-61.7,
+// b512 unchanged (158.9-159.4). Before that (run 3), with the softmax's 1 / total taken by
 // __fdividef (MUFU.RCP, where 1.0f / total branched to a slow path): MNIST
 // b128 61.2-61.5 us, b512 158.1-158.2, against 61.9-62.0 / 160.3-160.5 in the
 // same run. Tried and dropped there: each row's dots added over its 4 lanes
