@@ -291,7 +291,7 @@ __device__ inline void softmax_base2(float (&c)[JM]) {
 //   sums[b, (j, e)] = sum_i sum_k u[b, i, k] * (c[i, j] W[i, j, e, k]),
 // added by the mma straight into the sums (no u_hat, no logits). Blocks of
 // at most 128 threads, at least two of them an SM.
-template <typename V, bool kFirst, int RT = 1, int S = kLongStages>
+template <typename V, bool kFirst, int RT, int S>
 __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
                                                       const float *__restrict__ b0, const float *__restrict__ v_sum,
                                                       float *__restrict__ partial, Args a) {
@@ -751,9 +751,15 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
             using V = decltype(variant);
             const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
-            const size_t smem = tensor::smem_bytes<V, tensor::kLongStages>(a);
-            if (cudaError_t e = tensor::allow_smem(tensor::pass_kernel<V, false>, smem); e != cudaSuccess) return e;
-            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tensor::pass_kernel<V, false>, threads, smem);
+            // The chunk (from this occupancy) decides the stage count, so the
+            // query takes the deeper one. Where the shallower would fit more
+            // blocks an SM, the chunks come out fewer and longer than they
+            // could be; at MNIST's variant both fit 2, the registers' limit.
+            constexpr int S = tensor::kLongStages;
+            const size_t smem = tensor::smem_bytes<V, S>(a);
+            auto kernel = tensor::pass_kernel<V, false, 1, S>;
+            if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
+            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
         });
         err != cudaSuccess) {
         return err;
