@@ -53,6 +53,12 @@
 // digitcaps_shared.cuh): a pass zeros its shared memory and copies its
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
+// Tried and dropped (bench/results/nvidia-h200-resident-layer/, run 1):
+// W, u and b0 resident in shared memory for the whole call, one cooperative
+// launch with grid barriers between iterations, where the batch fits 8 row
+// tiles: MNIST b128 77.0-77.3 us against 60.7-60.9 (its steps ~32 us; each
+// SM's sums for all 128 rows, 10.5 MB of partial sums an iteration, and
+// v_sum copied to every SM, cost more than the squash kernels they replace).
 // Measured 2026-11-23 on an NVIDIA H200 (bench/results/
 // nvidia-h200-block-shapes/, run 8), with 2 steps staged where the chunks
 // are short (kShortChunkSteps): MNIST b128 60.6-60.9 us against 61.5-61.7,
