@@ -8,7 +8,13 @@ events; "us" with the stream kept busy so the launch path is hidden,
 "call_us" on an idle stream): medians of --repeats calls after --warmup
 calls; the compile time of torch.compile is reported separately. Prints one JSON object per (implementation, shape).
 
-    python3 bench/pytorch_digitcaps.py --shapes 128 512 --repeats 30
+With --backward it also times the layer's gradients grad_u and grad_W from
+u, W and grad_v (operator "digitcaps_backward"): the forward and
+torch.autograd.grad together, since halcaps' digitcaps_backward starts from
+u and W too (it replays the forward itself); torch.compile compiles both
+graphs (AOTAutograd).
+
+    python3 bench/pytorch_digitcaps.py --shapes 128 512 --repeats 30 --backward
 """
 import argparse
 import json
@@ -75,6 +81,7 @@ def main():
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--backward", action="store_true", help="also time the gradients (forward + backward)")
     args = parser.parse_args()
     try:
         import torch
@@ -117,7 +124,36 @@ def main():
                           "call_us": round(compiled_call_us, 1), "host_bound": compiled_host_bound,
                           "peak_bytes": compiled_peak, "compile_s": round(compile_s, 1),
                           "max_abs_diff_vs_eager": agree}))
+        if args.backward:
+            time_gradients(compiled, u, W, b0, args, {**common, "operator": "digitcaps_backward"})
     return 0
+
+
+def time_gradients(compiled, u, W, b0, args, common):
+    """Prints the eager and compiled rows of the layer's gradients, each the
+    forward and torch.autograd.grad of (grad_u, grad_W)."""
+    import torch
+
+    u = u.detach().requires_grad_(True)
+    W = W.detach().requires_grad_(True)
+    grad_v = torch.randn(u.shape[0], W.shape[1], W.shape[2], device=u.device)
+
+    def gradients(fn):
+        return torch.autograd.grad(fn(u, W, b0, args.iterations), (u, W), grad_v)
+
+    t0 = time.perf_counter()
+    gu_compiled, gW_compiled = gradients(compiled)
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    gu_eager, gW_eager = gradients(digitcaps)
+    agree = max((gu_compiled - gu_eager).abs().max().item(), (gW_compiled - gW_eager).abs().max().item())
+    for name, fn, extra in (("pytorch_eager", digitcaps, {}),
+                            ("torch_compile", compiled, {"compile_s": round(compile_s, 1),
+                                                         "max_abs_diff_vs_eager": agree})):
+        torch.cuda.reset_peak_memory_stats()
+        us, call_us, host_bound = time_calls(lambda: gradients(fn), args.warmup, args.repeats)
+        print(json.dumps({**common, "implementation": name, "us": round(us, 1), "call_us": round(call_us, 1),
+                          "host_bound": host_bound, "peak_bytes": torch.cuda.max_memory_allocated(), **extra}))
 
 
 if __name__ == "__main__":

@@ -93,11 +93,12 @@ std::string family_of(const std::string &implementation, Device device) {
 
 // The naive implementation that speed-ups are measured against: the blog's
 // kernel (GPU) or the OpenMP loops (CPU) for the prediction; for routing and
-// the layer, the one-kernel-per-step hand-written CUDA (GPU) or the
-// stage-per-op schedule (CPU), i.e. what an eager framework does.
+// the layer, forward and backward, the one-kernel-per-step hand-written CUDA
+// (GPU) or the stage-per-op schedule (CPU; the backward's cpu schedule), i.e.
+// what an eager framework does.
 std::string naive_name(const std::string &op, Device device) {
     if (op == "digitcaps" || op == "route") return device == Device::cuda ? "cuda_naive" : "stage_per_op";
-    if (op == "digitcaps_backward") return device == Device::cuda ? "stage_per_kernel" : "cpu";
+    if (op == "digitcaps_backward") return device == Device::cuda ? "cuda_naive" : "cpu";
     // capsconv: against Vaidya's I3 register kernel, the reference point of the paper.
     if (op == "capsconv") return device == Device::cuda ? "cuda_vaidya_i3" : kNaiveOpenmp;
     return device == Device::cuda ? "cuda_blog_naive" : kNaiveOpenmp;

@@ -116,23 +116,31 @@ inline std::vector<std::string> implementations(const std::string &op, int itera
     return out;
 }
 
-// The forward implementations that refuse shapes by design, reporting them
-// as unsupported_shape before any device work: fused_split (and its
-// variants) takes CapsNet's in_dim 8 and out_dim 16 only; the hand-written
-// cuda_fused out_caps up to 16, out_dim up to 32 and in_dim up to 16, and
-// cuda_tensor each of them up to 16.
+// The implementations that refuse shapes by design, reporting them as
+// unsupported_shape before any device work: fused_split (and its variants)
+// takes CapsNet's in_dim 8 and out_dim 16 only; the hand-written cuda_fused
+// out_caps up to 16, out_dim up to 32 and in_dim up to 16, cuda_tensor each
+// of them up to 16, and the backward's cuda_passes out_dim up to 32 and
+// out_caps up to 16 x (32 / out_dim rounded up to a power of two).
 inline bool refuses_shape(const std::string &implementation, const DigitCapsShape &s) {
     if (implementation.rfind("fused_split", 0) == 0) return s.in_dim != 8 || s.out_dim != 16;
     if (implementation == "cuda_fused") return s.out_caps > 16 || s.out_dim > 32 || s.in_dim > 16;
     if (implementation == "cuda_tensor") return s.out_caps > 16 || s.out_dim > 16 || s.in_dim > 16;
+    if (implementation == "cuda_passes") {
+        int64_t lanes = 1;
+        while (lanes < s.out_dim) lanes *= 2;
+        return s.out_dim > 32 || s.out_caps > 16 * (32 / lanes);
+    }
     return false;
 }
 inline void require_refusal(const std::string &implementation, const Status &st) {
     REQUIRE(st.code == StatusCode::unsupported_shape);
-    const char *limits = implementation == "cuda_fused"
-                             ? "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
-                         : implementation == "cuda_tensor" ? "out_caps, out_dim and in_dim must each be at most 16"
-                                                           : "in_dim must be 8 and out_dim 16";
+    const char *limits =
+        implementation == "cuda_fused"    ? "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
+        : implementation == "cuda_tensor" ? "out_caps, out_dim and in_dim must each be at most 16"
+        : implementation == "cuda_passes"
+            ? "out_dim must be at most 32 and out_caps at most 16 x (32 / out_dim rounded up to a power of two)"
+            : "in_dim must be 8 and out_dim 16";
     REQUIRE(st.message.find(limits) != std::string::npos);
 }
 
@@ -185,6 +193,56 @@ inline void require_layer_gradients(const DigitCapsProblem &p, bool with_b0, int
                               max_abs(ref.grad_u));
 }
 
+// The gradients' tolerance. Gradients through 5 iterations of random
+// (unsquashed, |u_hat| ~ 3) inputs: the softmax saturates and the gradients
+// reach ~1e2 with float32 rounding amplified along; measured norm-wise
+// errors up to 1.5e-4 there (vs ~1e-6 at 1 or 3 iterations), so 10x the
+// tolerance.
+inline double gradient_tolerance(int iterations) { return iterations >= 5 ? 1e-3 : 1e-4; }
+
+// route_backward by `impl` on a fresh problem, against the reference (or
+// its refusal, where the implementation refuses the shape by design).
+inline void check_route_backward(const std::string &impl, const DigitCapsShape &shape, int iterations, bool with_b0,
+                                 Device device) {
+    INFO("route_backward " << impl);
+    DigitCapsProblem p(shape);
+    const Status st = route_backward(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(), p.grad_u_hat_v(),
+                                     p.grad_b0_v(), iterations, device_options(device, impl));
+    INFO(st.message);
+    if (refuses_shape(impl, shape)) {
+        require_refusal(impl, st);
+        return;
+    }
+    REQUIRE(st.ok());
+    const auto ref = reference::route_backward_f64(p.s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
+                                                   p.grad_v.data(), iterations);
+    const std::vector<double> u_hat_n = nudged(p.u_hat, 1), b0_n = nudged(p.b0, 2), grad_v = to_double(p.grad_v);
+    const auto ref_n = reference::route_backward_f64(p.s.routing(), u_hat_n.data(), with_b0 ? b0_n.data() : nullptr,
+                                                     grad_v.data(), iterations);
+    const double g_tol = gradient_tolerance(iterations);
+    require_close_conditioned("grad_u_hat", p.grad_u_hat, ref.grad_u_hat, ref_n.grad_u_hat, g_tol,
+                              kGradientSensitivity);
+    require_close_conditioned("grad_b0", p.grad_b0, ref.grad_b0, ref_n.grad_b0, g_tol, kGradientSensitivity,
+                              max_abs(ref.grad_u_hat));
+}
+
+// digitcaps_backward by `impl`, likewise.
+inline void check_digitcaps_backward(const std::string &impl, const DigitCapsShape &shape, int iterations,
+                                     bool with_b0, Device device) {
+    INFO("digitcaps_backward " << impl);
+    DigitCapsProblem p(shape);
+    const Status st = digitcaps_backward(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
+                                         p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations,
+                                         device_options(device, impl));
+    INFO(st.message);
+    if (refuses_shape(impl, shape)) {
+        require_refusal(impl, st);
+        return;
+    }
+    REQUIRE(st.ok());
+    require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations));
+}
+
 // Every implementation of route, digitcaps and their backward built for
 // `iterations`, on one fresh problem each, against the reference.
 inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0, bool backward = true,
@@ -234,37 +292,11 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
         }
     }
     if (!backward) return;
-    // Gradients through 5 iterations of random (unsquashed, |u_hat| ~ 3)
-    // inputs: the softmax saturates and the gradients reach ~1e2 with
-    // float32 rounding amplified along; measured norm-wise errors up to
-    // 1.5e-4 there (vs ~1e-6 at 1 or 3 iterations), so 10x the tolerance.
-    const double g_tol = iterations >= 5 ? 1e-3 : 1e-4;
     for (const auto &impl : implementations("route_backward", iterations, device)) {
-        INFO("route_backward " << impl);
-        DigitCapsProblem p(shape);
-        const Status st = route_backward(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
-                                         p.grad_u_hat_v(), p.grad_b0_v(), iterations, device_options(device, impl));
-        INFO(st.message);
-        REQUIRE(st.ok());
-        const auto ref = reference::route_backward_f64(p.s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
-                                                       p.grad_v.data(), iterations);
-        const std::vector<double> u_hat_n = nudged(p.u_hat, 1), b0_n = nudged(p.b0, 2),
-                                  grad_v = to_double(p.grad_v);
-        const auto ref_n = reference::route_backward_f64(p.s.routing(), u_hat_n.data(),
-                                                         with_b0 ? b0_n.data() : nullptr, grad_v.data(), iterations);
-        require_close_conditioned("grad_u_hat", p.grad_u_hat, ref.grad_u_hat, ref_n.grad_u_hat, g_tol,
-                                  kGradientSensitivity);
-        require_close_conditioned("grad_b0", p.grad_b0, ref.grad_b0, ref_n.grad_b0, g_tol, kGradientSensitivity,
-                                  max_abs(ref.grad_u_hat));
+        check_route_backward(impl, shape, iterations, with_b0, device);
     }
     for (const auto &impl : implementations("digitcaps_backward", iterations, device)) {
-        INFO("digitcaps_backward " << impl);
-        DigitCapsProblem p(shape);
-        const Status st = digitcaps_backward(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
-                                             p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations, device_options(device, impl));
-        INFO(st.message);
-        REQUIRE(st.ok());
-        require_layer_gradients(p, with_b0, iterations, g_tol);
+        check_digitcaps_backward(impl, shape, iterations, with_b0, device);
     }
     // From the s of the device's default digitcaps_with_s (training's pair).
     for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
@@ -281,7 +313,7 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
                                        device_options(device, impl));
         INFO(st.message);
         REQUIRE(st.ok());
-        require_layer_gradients(p, with_b0, iterations, g_tol);
+        require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations));
     }
 }
 

@@ -1,7 +1,7 @@
 // The DigitCaps layer and routing on CUDA, forward and backward, against the
 // float64 reference: every CUDA implementation the build holds (the fused
 // forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive, cuda_fused and cuda_tensor, the
-// stage_per_kernel backward), the blog's {4, 8} grid, odd sizes around the
+// Halide backward schedules and the hand-written cuda_naive and cuda_passes backward), the blog's {4, 8} grid, odd sizes around the
 // fused schedules' tiles (batch tiles 8, 16, 32; input-capsule chunks 16, 32),
 // 1, 3 and 5 iterations (the GPU backward: 1 and 3), b0 given and not, hard inputs, device tensors on a
 // stream. Part of halcaps_cuda_tests (main in test_cuda.cpp): without a CUDA
@@ -503,6 +503,56 @@ TEST_CASE("cuda digitcaps: the hand-written fused layers on device tensors off a
                 require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), nullptr, 3),
                               1e-4);
             }
+        }
+    }
+}
+
+// The hand-written backward (cuda_naive, cuda_passes): odd sizes, the shapes
+// at cuda_passes' limits (out_dim 32 with 16 output capsules, out_dim 16
+// with 32, out_dim 1 with 512: 16 steps of a warp's lanes) and one past
+// each (refused, naming the extent), chunks of input capsules ending inside
+// a block's 8 warps, 1 and 3 iterations. Small enough for the sanitizers
+// (scripts/sanitize-gpu-tests.sh build/tests/halcaps_cuda_tests "[hand_backward]").
+TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at cuda_passes' limits and past them",
+          "[cuda][digitcaps][hand_backward]") {
+    const std::vector<DigitCapsShape> shapes = {
+        {1, 1, 1, 1, 1},   {3, 7, 1, 11, 13},  {17, 33, 8, 10, 16}, {5, 17, 3, 2, 31},  {130, 37, 16, 11, 13},
+        {9, 19, 4, 16, 32}, {4, 9, 8, 17, 32}, {2, 5, 8, 32, 16},   {2, 5, 8, 33, 16},  {3, 6, 2, 512, 1},
+        {3, 6, 2, 513, 1}, {2, 3, 8, 1, 33}};
+    int n = 0;
+    for (const DigitCapsShape &s : shapes) {
+        for (int iterations : {1, 3}) {
+            const bool with_b0 = n++ % 2 == 0;
+            INFO("seed " << seed() << ", " << name(s, iterations, with_b0));
+            for (const char *impl : {"cuda_naive", "cuda_passes"}) {
+                check_route_backward(impl, s, iterations, with_b0, Device::cuda);
+                check_digitcaps_backward(impl, s, iterations, with_b0, Device::cuda);
+            }
+        }
+    }
+}
+
+// The layer's hand-written backward on device tensors one float off a
+// 16-byte boundary (its prediction kernels take their 4-byte paths there).
+TEST_CASE("cuda digitcaps: the hand-written backward on device tensors off a 16-byte boundary",
+          "[cuda][digitcaps][hand_backward]") {
+    const DigitCapsShape s{40, 37, 8, 10, 16};
+    for (const char *impl : {"cuda_naive", "cuda_passes"}) {
+        for (int offset : {0, 1}) {
+            INFO(impl << ": every tensor " << offset << " floats past a 16-byte boundary");
+            DigitCapsProblem p(s);
+            DeviceTensor u(p.u, false, offset), W(p.W, false, offset), b0(p.b0, false, offset),
+                grad_v(p.grad_v, false, offset), gu(p.grad_u, true, offset), gW(p.grad_W, true, offset),
+                gb0(p.grad_b0, true, offset);
+            const Status st = digitcaps_backward(
+                u.view({s.batch, s.in_caps, s.in_dim}), W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                b0.view({s.in_caps, s.out_caps}), grad_v.view({s.batch, s.out_caps, s.out_dim}),
+                gu.view({s.batch, s.in_caps, s.in_dim}), gW.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                gb0.view({s.in_caps, s.out_caps}), 3, device_options(Device::cuda, impl));
+            INFO(st.message);
+            REQUIRE(st.ok());
+            p.grad_u = gu.download(), p.grad_W = gW.download(), p.grad_b0 = gb0.download();
+            require_layer_gradients(p, true, 3, gradient_tolerance(3));
         }
     }
 }

@@ -22,6 +22,25 @@
 //            out_caps <= 16, out_dim <= 16, in_dim <= 16
 //            (digitcaps_tensor_refusal).
 //
+// Backward versions (digitcaps_backward_cuda.cu), the gradients through every
+// iteration (DESIGN.md §1.2):
+//   1 naive  one kernel per step, one thread per output element: the forward
+//            replayed by version 1's steps keeping every iteration's c, s and
+//            v, then per iteration (last first) the squash's, the weighted
+//            sum's, the softmax's and the agreement's gradients; the layer
+//            materialises u_hat by the blog's prediction kernel and takes
+//            grad_u and grad_W from grad_u_hat by the blog's two kernels.
+//   2 passes u_hat materialised once (the layer: the prediction's staged
+//            forward), then two kernels an iteration for the forward's
+//            replay and two for the backward: a pass kernel reading u_hat
+//            once (a warp a row of u_hat, the logits of any iteration one dot
+//            away through the running sum of the v's) and a kernel over the
+//            (b, j) rows (squash, or its gradient); grad_u_hat written once,
+//            and the layer's grad_u and grad_W from it by the prediction's
+//            tensor-core gradients. out_dim <= 32, out_caps <= 16 * (32 /
+//            out_dim rounded up to a power of two)
+//            (route_backward_passes_refusal).
+//
 // All pointers are device pointers; launchers only enqueue work on `stream`
 // and return the first launch error. They never synchronise.
 #pragma once
@@ -91,5 +110,49 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &shape, DigitCapsTen
 cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v,
                              const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
                              float *scratch, cudaStream_t stream);
+
+// Backward version 1. grad_u_hat, grad_b0 = the gradients of route(u_hat,
+// b0) given grad_v = dL/dv; b0 may be null (zeros), grad_b0 null (not
+// computed). `scratch` holds route_backward_naive_scratch_floats floats.
+int64_t route_backward_naive_scratch_floats(const RoutingShape &shape, int iterations);
+cudaError_t route_backward_naive(const float *u_hat, const float *b0, const float *grad_v, float *grad_u_hat,
+                                 float *grad_b0, const RoutingShape &shape, int iterations, float *scratch,
+                                 cudaStream_t stream);
+
+// Backward version 1 of the layer: grad_u, grad_W (and grad_b0 where not
+// null) of digitcaps(u, W, b0). `scratch` holds
+// digitcaps_backward_naive_scratch_floats floats (u_hat and its gradient among them).
+int64_t digitcaps_backward_naive_scratch_floats(const DigitCapsLayerShape &shape, int iterations);
+cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float *b0, const float *grad_v,
+                                     float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &shape,
+                                     int iterations, float *scratch, cudaStream_t stream);
+
+// Backward version 2's limits (the same for the layer: u_hat's shape), as
+// digitcaps_fused_refusal's.
+DigitCapsFusedRefusal route_backward_passes_refusal(const RoutingShape &shape);
+
+// How version 2 splits the sums over input capsules (`chunk` capsules a
+// block, so that the pass kernels' blocks fill the current device once) and
+// the device scratch routing's gradients need, in floats. Queries the
+// current device; enqueues nothing.
+struct RouteBackwardPassesPlan {
+    int64_t chunk = 0, chunks = 0, scratch_floats = 0;
+};
+cudaError_t route_backward_passes_plan(const RoutingShape &shape, int iterations, RouteBackwardPassesPlan *plan);
+
+// Backward version 2, as route_backward_naive; `plan` from
+// route_backward_passes_plan for this shape and iteration count.
+cudaError_t route_backward_passes(const float *u_hat, const float *b0, const float *grad_v, float *grad_u_hat,
+                                  float *grad_b0, const RoutingShape &shape, int iterations,
+                                  const RouteBackwardPassesPlan &plan, float *scratch, cudaStream_t stream);
+
+// Backward version 2 of the layer, as digitcaps_backward_naive; `plan` from
+// route_backward_passes_plan for u_hat's shape, `scratch` holding
+// digitcaps_backward_passes_scratch_floats floats.
+int64_t digitcaps_backward_passes_scratch_floats(const DigitCapsLayerShape &shape, const RouteBackwardPassesPlan &plan);
+cudaError_t digitcaps_backward_passes(const float *u, const float *W, const float *b0, const float *grad_v,
+                                      float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &shape,
+                                      int iterations, const RouteBackwardPassesPlan &plan, float *scratch,
+                                      cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

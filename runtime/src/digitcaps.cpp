@@ -193,8 +193,9 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
 
-// The hand-written CUDA routing ("cuda_naive", and for the layer
-// "cuda_fused" and "cuda_tensor"; any iteration count >= 1):
+// The hand-written CUDA routing ("cuda_naive", also for the gradients;
+// "cuda_passes" for the gradients; for the layer's forward "cuda_fused" and
+// "cuda_tensor"; any iteration count >= 1):
 // runs `call` and returns its status when it applies, else a status with
 // code unknown_implementation (no message) so that the caller goes on to the
 // Halide kernels.
@@ -365,6 +366,14 @@ Status route_backward(const TensorView &u_hat, const TensorView &b0, const Tenso
     checks.tensor("grad_v", grad_v, {"batch", "out_caps", "out_dim"});
     checks.tensor("grad_u_hat", grad_u_hat, {"batch", "in_caps", "out_caps", "out_dim"});
     if (!is_absent(grad_b0)) checks.tensor("grad_b0", grad_b0, {"in_caps", "out_caps"});
+    if (Status s = run_hand_routing(op, checks, options, iterations,
+                                    [&] {
+                                        return detail::run_hand_cuda_route_backward(u_hat, b0, grad_v, grad_u_hat,
+                                                                                    grad_b0, iterations, options);
+                                    });
+        s.code != StatusCode::unknown_implementation) {
+        return s;
+    }
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
@@ -393,6 +402,16 @@ Status run_digitcaps_backward(const char *op, const TensorView &u, const TensorV
     checks.tensor("grad_u", grad_u, {"batch", "in_caps", "in_dim"});
     checks.tensor("grad_W", grad_W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(grad_b0)) checks.tensor("grad_b0", grad_b0, {"in_caps", "out_caps"});
+    if (routing_s == nullptr) {
+        if (Status s = run_hand_routing(op, checks, options, iterations,
+                                        [&] {
+                                            return detail::run_hand_cuda_digitcaps_backward(
+                                                u, W, b0, grad_v, grad_u, grad_W, grad_b0, iterations, options);
+                                        });
+            s.code != StatusCode::unknown_implementation) {
+            return s;
+        }
+    }
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
@@ -469,6 +488,18 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
             out.push_back({r.op, "cuda_naive", Device::cuda,
                            "hand-written CUDA, one kernel per step (reference/cuda/digitcaps_cuda.cu; any "
                            "iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+        }
+        if (cuda_built() && (std::string(r.op) == "route_backward" || std::string(r.op) == "digitcaps_backward")) {
+            out.push_back({r.op, "cuda_naive", Device::cuda,
+                           "hand-written CUDA, one kernel per step, the forward replayed keeping every iteration "
+                           "(reference/cuda/digitcaps_backward_cuda.cu; any iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+            out.push_back({r.op, "cuda_passes", Device::cuda,
+                           "hand-written CUDA, u_hat materialised once, two kernels an iteration for the forward's "
+                           "replay and two for the backward, each pass reading u_hat once "
+                           "(reference/cuda/digitcaps_backward_cuda.cu; out_dim <= 32, out_caps <= 16 x (32 / "
+                           "out_dim rounded up to a power of two); any iteration count, listed: 1, 3, 5)",
                            {1, 3, 5}});
         }
         if (cuda_built() && std::string(r.op) == "digitcaps") {

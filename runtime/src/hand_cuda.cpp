@@ -159,19 +159,31 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
 }
 
 bool is_hand_cuda_routing_implementation(const std::string &op, const std::string &implementation) {
-    return implementation == "cuda_naive" ||
-           (op == "digitcaps" && (implementation == "cuda_fused" || implementation == "cuda_tensor"));
+    const bool backward = op == "route_backward" || op == "digitcaps_backward";
+    if (implementation == "cuda_naive") return op == "route" || op == "digitcaps" || backward;
+    if (implementation == "cuda_passes") return backward;
+    return op == "digitcaps" && (implementation == "cuda_fused" || implementation == "cuda_tensor");
 }
 
 namespace {
+
+// b0 on the device, or null where it is absent (zeros).
+Status optional_input(CallMemory &memory, const TensorView &view, const float **device) {
+    *device = nullptr;
+    return view.data != nullptr ? memory.input(view, device) : Status::success();
+}
+
+// grad_b0 on the device, or null where it is absent (not computed).
+Status optional_output(CallMemory &memory, const TensorView &view, float **device) {
+    *device = nullptr;
+    return view.data != nullptr ? memory.output(view, device) : Status::success();
+}
 
 // Routing of u_hat (already on the device) into v, with its scratch.
 Status route_on_device(const std::string &op, CallMemory &memory, const float *u_hat_d, const TensorView &b0,
                        float *v_d, const ref::RoutingShape &shape, int iterations, cudaStream_t stream) {
     const float *b0_d = nullptr;
-    if (b0.data != nullptr) {
-        if (Status s = memory.input(b0, &b0_d); !s.ok()) return s;
-    }
+    if (Status s = optional_input(memory, b0, &b0_d); !s.ok()) return s;
     float *scratch = nullptr;
     if (Status s = memory.scratch(ref::routing_scratch_floats(shape), &scratch); !s.ok()) return s;
     if (cudaError_t err = ref::route_naive(u_hat_d, b0_d, v_d, shape, iterations, scratch, stream);
@@ -228,9 +240,7 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
     if (Status s = memory.output(v, &v_d); !s.ok()) return s;
     if (fused || tensor) {
         const float *b0_d = nullptr;
-        if (b0.data != nullptr) {
-            if (Status s = memory.input(b0, &b0_d); !s.ok()) return s;
-        }
+        if (Status s = optional_input(memory, b0, &b0_d); !s.ok()) return s;
         ref::DigitCapsFusedPlan fused_plan;
         ref::DigitCapsTensorPlan tensor_plan;
         cudaError_t err = fused ? ref::digitcaps_fused_plan(layer, &fused_plan)
@@ -256,6 +266,105 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
         return cuda_status(op, "launching the prediction of cuda_naive", err);
     }
     if (Status s = route_on_device(op, memory, u_hat_d, b0, v_d, shape, iterations, stream); !s.ok()) return s;
+    return memory.finish();
+}
+
+namespace {
+
+// cuda_passes' refusal of a shape beyond its limits (unsupported_shape,
+// naming the extent), before any device work; success where it applies.
+Status passes_refusal(const std::string &op, const ref::RoutingShape &shape) {
+    const ref::DigitCapsFusedRefusal refusal = ref::route_backward_passes_refusal(shape);
+    if (refusal.extent == nullptr) return Status::success();
+    return {StatusCode::unsupported_shape,
+            op + ": implementation 'cuda_passes' keeps a row of u_hat in a warp's lanes, 16 of them at most a lane: "
+                 "out_dim must be at most 32 and out_caps at most 16 x (32 / out_dim rounded up to a power of two); " +
+                refusal.extent + " is " + std::to_string(refusal.value)};
+}
+
+// cuda_passes' plan, with its failure as a status.
+Status passes_plan(const std::string &op, const ref::RoutingShape &shape, int iterations,
+                   ref::RouteBackwardPassesPlan *plan) {
+    if (cudaError_t err = ref::route_backward_passes_plan(shape, iterations, plan); err != cudaSuccess) {
+        return cuda_status(op, "planning cuda_passes", err);
+    }
+    return Status::success();
+}
+
+}  // namespace
+
+Status run_hand_cuda_route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
+                                    const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations,
+                                    const Options &options) {
+    const std::string op = "route_backward";
+    const bool passes = options.implementation == "cuda_passes";
+    const ref::RoutingShape shape{u_hat.shape[0], u_hat.shape[1], u_hat.shape[2], u_hat.shape[3]};
+    if (passes) {
+        if (Status s = passes_refusal(op, shape); !s.ok()) return s;
+    }
+    ScopedCudaContext context(options);
+    if (!context.status().ok()) return context.status();
+    auto stream = static_cast<cudaStream_t>(options.cuda_stream);
+    CallMemory memory(op, stream);
+    const float *u_hat_d = nullptr, *b0_d = nullptr, *grad_v_d = nullptr;
+    float *grad_u_hat_d = nullptr, *grad_b0_d = nullptr, *scratch = nullptr;
+    if (Status s = memory.input(u_hat, &u_hat_d); !s.ok()) return s;
+    if (Status s = optional_input(memory, b0, &b0_d); !s.ok()) return s;
+    if (Status s = memory.input(grad_v, &grad_v_d); !s.ok()) return s;
+    if (Status s = memory.output(grad_u_hat, &grad_u_hat_d); !s.ok()) return s;
+    if (Status s = optional_output(memory, grad_b0, &grad_b0_d); !s.ok()) return s;
+    ref::RouteBackwardPassesPlan plan;
+    if (passes) {
+        if (Status s = passes_plan(op, shape, iterations, &plan); !s.ok()) return s;
+    }
+    const int64_t scratch_floats =
+        passes ? plan.scratch_floats : ref::route_backward_naive_scratch_floats(shape, iterations);
+    if (Status s = memory.scratch(scratch_floats, &scratch); !s.ok()) return s;
+    const cudaError_t err =
+        passes ? ref::route_backward_passes(u_hat_d, b0_d, grad_v_d, grad_u_hat_d, grad_b0_d, shape, iterations, plan,
+                                            scratch, stream)
+               : ref::route_backward_naive(u_hat_d, b0_d, grad_v_d, grad_u_hat_d, grad_b0_d, shape, iterations,
+                                           scratch, stream);
+    if (err != cudaSuccess) return cuda_status(op, "launching " + options.implementation, err);
+    return memory.finish();
+}
+
+Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0,
+                                        const TensorView &grad_v, const TensorView &grad_u, const TensorView &grad_W,
+                                        const TensorView &grad_b0, int iterations, const Options &options) {
+    const std::string op = "digitcaps_backward";
+    const bool passes = options.implementation == "cuda_passes";
+    const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
+    const ref::RoutingShape routing{layer.batch, layer.in_caps, layer.out_caps, layer.out_dim};
+    if (passes) {
+        if (Status s = passes_refusal(op, routing); !s.ok()) return s;
+    }
+    ScopedCudaContext context(options);
+    if (!context.status().ok()) return context.status();
+    auto stream = static_cast<cudaStream_t>(options.cuda_stream);
+    CallMemory memory(op, stream);
+    const float *u_d = nullptr, *W_d = nullptr, *b0_d = nullptr, *grad_v_d = nullptr;
+    float *grad_u_d = nullptr, *grad_W_d = nullptr, *grad_b0_d = nullptr, *scratch = nullptr;
+    if (Status s = memory.input(u, &u_d); !s.ok()) return s;
+    if (Status s = memory.input(W, &W_d); !s.ok()) return s;
+    if (Status s = optional_input(memory, b0, &b0_d); !s.ok()) return s;
+    if (Status s = memory.input(grad_v, &grad_v_d); !s.ok()) return s;
+    if (Status s = memory.output(grad_u, &grad_u_d); !s.ok()) return s;
+    if (Status s = memory.output(grad_W, &grad_W_d); !s.ok()) return s;
+    if (Status s = optional_output(memory, grad_b0, &grad_b0_d); !s.ok()) return s;
+    ref::RouteBackwardPassesPlan plan;
+    if (passes) {
+        if (Status s = passes_plan(op, routing, iterations, &plan); !s.ok()) return s;
+    }
+    const int64_t scratch_floats = passes ? ref::digitcaps_backward_passes_scratch_floats(layer, plan)
+                                          : ref::digitcaps_backward_naive_scratch_floats(layer, iterations);
+    if (Status s = memory.scratch(scratch_floats, &scratch); !s.ok()) return s;
+    const cudaError_t err =
+        passes ? ref::digitcaps_backward_passes(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
+                                                iterations, plan, scratch, stream)
+               : ref::digitcaps_backward_naive(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
+                                               iterations, scratch, stream);
+    if (err != cudaSuccess) return cuda_status(op, "launching " + options.implementation, err);
     return memory.finish();
 }
 
@@ -303,6 +412,15 @@ Status run_hand_cuda_route(const TensorView &, const TensorView &, const TensorV
 Status run_hand_cuda_digitcaps(const TensorView &, const TensorView &, const TensorView &, const TensorView &, int,
                                const Options &) {
     return {StatusCode::device_unavailable, "digitcaps: this build of halcaps has no CUDA support"};
+}
+Status run_hand_cuda_route_backward(const TensorView &, const TensorView &, const TensorView &, const TensorView &,
+                                    const TensorView &, int, const Options &) {
+    return {StatusCode::device_unavailable, "route_backward: this build of halcaps has no CUDA support"};
+}
+Status run_hand_cuda_digitcaps_backward(const TensorView &, const TensorView &, const TensorView &,
+                                        const TensorView &, const TensorView &, const TensorView &,
+                                        const TensorView &, int, const Options &) {
+    return {StatusCode::device_unavailable, "digitcaps_backward: this build of halcaps has no CUDA support"};
 }
 
 }  // namespace halcaps::detail
