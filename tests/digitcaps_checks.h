@@ -120,17 +120,13 @@ inline std::vector<std::string> implementations(const std::string &op, int itera
 // unsupported_shape before any device work: fused_split (and its variants)
 // takes CapsNet's in_dim 8 and out_dim 16 only; the hand-written cuda_fused
 // out_caps up to 16, out_dim up to 32 and in_dim up to 16, cuda_tensor each
-// of them up to 16, and the backward's cuda_passes out_dim up to 32 and
-// out_caps up to 16 x (32 / out_dim rounded up to a power of two).
+// of them up to 16, and the backward's cuda_passes out_caps and out_dim up
+// to 32.
 inline bool refuses_shape(const std::string &implementation, const DigitCapsShape &s) {
     if (implementation.rfind("fused_split", 0) == 0) return s.in_dim != 8 || s.out_dim != 16;
     if (implementation == "cuda_fused") return s.out_caps > 16 || s.out_dim > 32 || s.in_dim > 16;
     if (implementation == "cuda_tensor") return s.out_caps > 16 || s.out_dim > 16 || s.in_dim > 16;
-    if (implementation == "cuda_passes") {
-        int64_t lanes = 1;
-        while (lanes < s.out_dim) lanes *= 2;
-        return s.out_dim > 32 || s.out_caps > 16 * (32 / lanes);
-    }
+    if (implementation == "cuda_passes") return s.out_caps > 32 || s.out_dim > 32;
     return false;
 }
 inline void require_refusal(const std::string &implementation, const Status &st) {
@@ -138,9 +134,8 @@ inline void require_refusal(const std::string &implementation, const Status &st)
     const char *limits =
         implementation == "cuda_fused"    ? "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
         : implementation == "cuda_tensor" ? "out_caps, out_dim and in_dim must each be at most 16"
-        : implementation == "cuda_passes"
-            ? "out_dim must be at most 32 and out_caps at most 16 x (32 / out_dim rounded up to a power of two)"
-            : "in_dim must be 8 and out_dim 16";
+        : implementation == "cuda_passes" ? "out_caps and out_dim must each be at most 32"
+                                          : "in_dim must be 8 and out_dim 16";
     REQUIRE(st.message.find(limits) != std::string::npos);
 }
 

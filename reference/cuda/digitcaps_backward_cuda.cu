@@ -167,263 +167,249 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
 
 // ---------------------------------------------------------------------------
 // Version 2, passes: u_hat materialised once (capsule_prediction_cuda.h's
-// staged forward, for the layer), then two kernels an iteration, each pass
-// kernel reading u_hat once, for the forward's replay and again for the
-// backward; grad_u_hat written once, and the layer's grad_u and grad_W from
-// it by the prediction's tensor-core gradients.
-//
-// The agreement is linear in v, so iteration t's logits are
-//   logits_t = b0 + u_hat . v_sum_t,  v_sum_t = v_0 + ... + v_{t-1}
-// and any iteration's c is one dot a (b, i, j) away from u_hat's row.
+// staged forward, for the layer), then two kernels an iteration for the
+// forward's replay and two for the backward, each pass kernel reading u_hat
+// once; grad_u_hat written once, and the layer's grad_u and grad_W from it
+// by the prediction's tensor-core gradients.
 //
 // pass kernels   a block of kPassWarps warps for one batch element b and a
-//                chunk of input capsules; a warp walks its chunk's
-//                capsules i, kPassWarps apart, with u_hat[b, i, :, :] in its
-//                lanes: lane l holds (j, e) = (step * JP + l / EP, l % EP)
-//                for each step, EP = out_dim rounded up to a power of two,
-//                JP = 32 / EP output capsules a step. Dots over e are
-//                shuffles within EP lanes, the softmax over j shuffles
-//                across the JP groups. Sums over the chunk stay in
-//                registers, are added over the block's warps in shared
-//                memory and written as the chunk's partial sums.
-//   forward      c_t, and the chunk's share of s_t = sum_i c_t u_hat.
-//   backward     c_t, gc = u_hat . gs_t, G_t = G_{t+1} + c_t (gc - sum_j
-//                c_t gc) (stored: G_t [B, I, J] for every t), and the
-//                chunk's share of gv_{t-1} = sum_i G_t u_hat; at t = 0
-//                grad_u_hat's row, sum_t c_t gs_t + sum_{t<r-1} G_{t+1} v_t,
-//                every c_t again from its logits.
+//                chunk of input capsules. A warp takes RW = 32 / JL rows
+//                (b, i) of u_hat at a time, JL = out_caps rounded up to a
+//                power of two lanes a row: lane (row, j) holds u_hat[b, i,
+//                j, :] in registers, so that dots over out_dim are the
+//                lane's own FMAs and only the softmax's sums over j cross
+//                lanes. Sums over the chunk (s_t's or gv's share) stay in
+//                the lane's registers, are added over the warp's rows and
+//                the block's warps, and written as the chunk's partial sums.
+//   forward      iteration t's logits b0 + u_hat . v_sum_t (the agreement is
+//                linear in v: v_sum_t = v_0 + ... + v_{t-1}), c_t (stored:
+//                [r, B, I, J]) and the chunk's share of s_t = sum_i c_t u_hat.
+//   backward     gc = u_hat . gs_t, G_t = G_{t+1} + c_t (gc - sum_j c_t gc)
+//                (stored, every t) and the chunk's share of gv_{t-1} = sum_i
+//                G_t u_hat; at t = 0 instead grad_u_hat's row, sum_t c_t
+//                gs_t + sum_{t < r-1} G_{t+1} v_t.
 // row kernels    a warp per (b, j) row, lane e: the chunks' partial sums
 //                added; forward: s_t kept, v_t = squash(s_t), v_sum_{t+1}
 //                = v_sum_t + v_t; backward: gs_t = squash_backward(s_t,
 //                gv_t), gv_t being grad_v for the last iteration.
 // grad_b0 = sum_b G_0, a thread per (i, j).
 //
-// Limits: out_dim <= 32, and out_caps at most kMaxSteps * JP (16 output
-// capsules at out_dim 17..32, 32 at 9..16, ...): route_backward_passes_refusal.
+// Limits: out_caps <= 32 (a row's lanes), out_dim <= 32 (a lane's
+// registers): route_backward_passes_refusal.
 // ---------------------------------------------------------------------------
 namespace {
 namespace passes {
 
 constexpr int kPassWarps = 8;
 constexpr int kPassThreads = 32 * kPassWarps;
-constexpr int kMaxSteps = 16;  // a lane's (j, e) elements of a row at most; S, a kernel's template
-                               // parameter, is their number (Geometry::steps)
-constexpr int kRowWarps = 8;   // (b, j) rows a block of the row kernels
+constexpr int kMaxOutCaps = 32, kMaxOutDim = 32;
+constexpr int kRowWarps = 8;  // (b, j) rows a block of the row kernels
 
 struct Geometry {
     i64 B, I;
     int J, E;
-    int EP, JP, steps;  // lanes an output capsule, output capsules a step, steps a row
+    int JL, RW;         // lanes a row of u_hat (J rounded up to a power of two), rows a warp
     i64 chunk, chunks;  // input capsules a block, blocks over in_caps
 };
 
-int lanes_per_capsule(int E) {
-    int EP = 1;
-    while (EP < E) EP *= 2;
-    return EP;
+int power_of_two_at_least(int n) {
+    int p = 1;
+    while (p < n) p *= 2;
+    return p;
 }
 
-// The sum over the lane's EP-lane group (every lane of the group gets it).
-__device__ inline float group_sum(float x, int EP) {
-    for (int o = EP / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
-
-// Over the JP groups of the warp (lanes EP apart).
-__device__ inline float across_groups_max(float x, int EP) {
-    for (int o = EP; o < 32; o *= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
-}
-__device__ inline float across_groups_sum(float x, int EP) {
-    for (int o = EP; o < 32; o *= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
-
-// A lane's place in a row: its output capsule j of each step and out_dim
-// index e; `valid` where (j, e) lies inside the row.
+// A lane's place: row slot `row` of its warp's RW rows, output capsule j.
 struct Lane {
-    int jl, e;
-    __device__ Lane(const Geometry &g) : jl(int(threadIdx.x % 32) / g.EP), e(int(threadIdx.x % 32) % g.EP) {}
-    __device__ int j(int step, const Geometry &g) const { return step * g.JP + jl; }
-    __device__ bool valid(int step, const Geometry &g) const { return j(step, g) < g.J && e < g.E; }
+    int lane, row, j;
+    bool in_j;
+    __device__ explicit Lane(const Geometry &g)
+        : lane(int(threadIdx.x % 32)), row(lane / g.JL), j(lane % g.JL), in_j(j < g.J) {}
 };
 
-// x[step] = row[j * E + e] (0 outside the row) for a [J, E] row.
-template <int S>
-__device__ inline void load_row(const float *__restrict__ row, const Geometry &g, const Lane &l, float *x) {
+// Sum and maximum over the JL lanes of a row. Unrolled over the five levels
+// of a warp: every level shuffles, and a level beyond the row keeps the
+// lane's own value, so that no shuffle sits in a branch.
+__device__ inline float row_sum(float x, int JL) {
 #pragma unroll
-    for (int st = 0; st < S; st++) {
-        x[st] = l.valid(st, g) ? row[l.j(st, g) * g.E + l.e] : 0.0f;
+    for (int o = 1; o < 32; o *= 2) {
+        const float y = __shfl_xor_sync(0xffffffffu, x, o);
+        x = o < JL ? x + y : x;
+    }
+    return x;
+}
+__device__ inline float row_max(float x, int JL) {
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const float y = __shfl_xor_sync(0xffffffffu, x, o);
+        x = o < JL ? fmaxf(x, y) : x;
+    }
+    return x;
+}
+
+// x[0 .. EM) = p[0 .. E) (zeros past E, or everywhere where `ok` is false).
+// VEC: E == EM, a multiple of 4, and p on a 16-byte boundary: 16-byte loads.
+template <int EM, bool VEC>
+__device__ inline void load_vec(const float *__restrict__ p, int E, bool ok, float *x) {
+    if (VEC) {
+#pragma unroll
+        for (int q = 0; q < EM / 4; q++) {
+            const float4 v = ok ? reinterpret_cast<const float4 *>(p)[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < EM; e++) x[e] = ok && e < E ? p[e] : 0.0f;
+    }
+}
+template <int EM, bool VEC>
+__device__ inline void store_vec(float *__restrict__ p, int E, const float *x) {
+    if (VEC) {
+#pragma unroll
+        for (int q = 0; q < EM / 4; q++) {
+            reinterpret_cast<float4 *>(p)[q] = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < EM; e++) {
+            if (e < E) p[e] = x[e];
+        }
     }
 }
 
-// c[step] = softmax over j of logits b0[i, :] (b0_row null: zeros) + x .
-// v_sum[b, :] (`agree` false: no agreement yet), for the lane's output
-// capsule of each step.
-template <int S>
-__device__ inline void coupling(const float *x, const float *v_sum, bool agree, const float *__restrict__ b0_row,
-                                const Geometry &g, const Lane &l, float *c) {
-    float top = -INFINITY;
-#pragma unroll
-    for (int st = 0; st < S; st++) {
-        const int j = l.j(st, g);
-        float logit = agree ? group_sum(x[st] * v_sum[st], g.EP) : 0.0f;
-        if (b0_row != nullptr && j < g.J) logit += b0_row[j];
-        c[st] = j < g.J ? logit : -INFINITY;
-        top = fmaxf(top, c[st]);
-    }
-    top = across_groups_max(top, g.EP);
-    float total = 0.0f;
-#pragma unroll
-    for (int st = 0; st < S; st++) {
-        c[st] = __expf(c[st] - top);  // 0 past J
-        total += c[st];
-    }
-    // Each lane of a group holds the same terms: sum the lane's steps, then
-    // across the groups (one lane of each).
-    total = across_groups_sum(total, g.EP);
-#pragma unroll
-    for (int st = 0; st < S; st++) c[st] /= total;
+__device__ inline float dot(const float *x, const float *y, int n) {
+    float sum = 0.0f;
+    for (int e = 0; e < n; e++) sum = fmaf(x[e], y[e], sum);
+    return sum;
 }
 
-// The block's warps' sums acc[step] added and written as the chunk's
-// partial row out[j * E + e].
-template <int S>
-__device__ inline void write_block_sum(const float *acc, float *__restrict__ out, const Geometry &g, const Lane &l,
-                                       float *shared) {
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+// The block's lanes' sums acc[e] (for their j) added over the warp's rows and
+// the block's warps, and written as the chunk's partial row out[j * E + e].
+template <int EM>
+__device__ inline void write_block_sum(float *acc, float *__restrict__ out, const Geometry &g, const Lane &l,
+                                       float *shared /* [kPassWarps][32][EM] */) {
 #pragma unroll
-    for (int st = 0; st < S; st++) {
-        shared[(warp * S + st) * 32 + lane] = acc[st];
+    for (int e = 0; e < EM; e++) {
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+            const float y = __shfl_xor_sync(0xffffffffu, acc[e], o);
+            acc[e] = o >= g.JL ? acc[e] + y : acc[e];
+        }
+    }
+    const int warp = int(threadIdx.x) / 32;
+    if (l.row == 0) {
+#pragma unroll
+        for (int e = 0; e < EM; e++) shared[(warp * 32 + l.j) * EM + e] = acc[e];
     }
     __syncthreads();
-    for (int n = int(threadIdx.x); n < S * 32; n += kPassThreads) {
-        const int st = n / 32, ln = n % 32, j = st * g.JP + ln / g.EP, e = ln % g.EP;
-        if (j >= g.J || e >= g.E) continue;
+    for (int n = int(threadIdx.x); n < g.J * g.E; n += kPassThreads) {
+        const int j = n / g.E, e = n % g.E;
         float sum = 0.0f;
-        for (int w = 0; w < kPassWarps; w++) sum += shared[(w * S + st) * 32 + ln];
-        out[j * g.E + e] = sum;
+        for (int w = 0; w < kPassWarps; w++) sum += shared[(w * 32 + j) * EM + e];
+        out[n] = sum;
     }
 }
 
-// The lane's elements of a [J, E] row of a [B, J, E] tensor, or zeros where
-// the tensor is null.
-template <int S>
-__device__ inline void load_bje(const float *__restrict__ t, i64 b, const Geometry &g, const Lane &l, float *x) {
-    if (t == nullptr) {
-#pragma unroll
-        for (int st = 0; st < S; st++) x[st] = 0.0f;
-        return;
-    }
-    load_row<S>(t + b * g.J * g.E, g, l, x);
-}
-
-// Forward replay, iteration t: partial[chunk, b, :, :] = sum over the
-// chunk's i of c_t u_hat.
-template <int S>
-__global__ void __launch_bounds__(kPassThreads) forward_pass(const float *__restrict__ u_hat,
-                                                             const float *__restrict__ b0,
-                                                             const float *__restrict__ v_sum,
-                                                             float *__restrict__ partial, Geometry g) {
-    __shared__ float shared[kPassWarps * S * 32];
-    const i64 b = blockIdx.x, chunk = blockIdx.y;
-    const Lane l(g);
-    float vs[S], acc[S], x[S], c[S];
-    load_bje<S>(v_sum, b, g, l, vs);
-#pragma unroll
-    for (int st = 0; st < S; st++) acc[st] = 0.0f;
-    const i64 i_end = min(g.I, (chunk + 1) * g.chunk);
-    for (i64 i = chunk * g.chunk + threadIdx.x / 32; i < i_end; i += kPassWarps) {
-        load_row<S>(u_hat + (b * g.I + i) * g.J * g.E, g, l, x);
-        coupling<S>(x, vs, v_sum != nullptr, b0 != nullptr ? b0 + i * g.J : nullptr, g, l, c);
-#pragma unroll
-        for (int st = 0; st < S; st++) acc[st] = fmaf(c[st], x[st], acc[st]);
-    }
-    write_block_sum<S>(acc, partial + (chunk * g.B + b) * g.J * g.E, g, l, shared);
-}
-
-// Where the backward passes keep what they share: per iteration t (each
-// [r] below), s_t, v_t, v_sum_t (v_sum_0 unused) and gs_t [B, J, E], and
-// G_t [B, I, J].
+// Where the passes keep what they share, per iteration t (each [r] below):
+// s_t, v_t, v_sum_t (v_sum_0 unused) and gs_t [B, J, E]; c_t and G_t [B, I, J].
 struct Trace {
-    float *s, *v, *v_sum, *gs, *G;
-    i64 BJE, BIJ;
-    __host__ __device__ const float *v_sum_at(int t) const { return t == 0 ? nullptr : v_sum + t * BJE; }
+    float *s, *v, *v_sum, *gs, *c, *G;
+    i64 BJE, BIJ;  // floats an iteration
 };
 
-// Backward, iteration t: G_t (stored), the chunk's share of gv_{t-1} (t > 0)
-// into partial, and at t = 0 grad_u_hat's rows.
-template <int S>
-__global__ void __launch_bounds__(kPassThreads) backward_pass(const float *__restrict__ u_hat,
-                                                              const float *__restrict__ b0, Trace trace, int t,
+// The rows a warp takes: i = i0 + l.row for i0 = first + RW * (warp +
+// kPassWarps * n), below i_end; f(i, in) for each, `in` false for a row
+// past i_end or a lane past J (whose row is all zeros: f computes it all the
+// same, so that no shuffle sits in a branch, and stores nothing of it).
+template <typename F>
+__device__ inline void for_rows(i64 chunk, const Geometry &g, const Lane &l, F f) {
+    const i64 i_end = min(g.I, (chunk + 1) * g.chunk);
+    for (i64 i0 = chunk * g.chunk + g.RW * (threadIdx.x / 32); i0 < i_end; i0 += g.RW * kPassWarps) {
+        const i64 i = i0 + l.row;
+        f(i, l.in_j && i < i_end);
+    }
+}
+
+// Forward replay, iteration t: c_t (stored) and partial[chunk, b, :, :] =
+// the sum over the chunk's i of c_t u_hat.
+template <int EM, bool VEC>
+__global__ void __launch_bounds__(kPassThreads) forward_pass(const float *__restrict__ u_hat,
+                                                             const float *__restrict__ b0, Trace trace, int t,
+                                                             float *__restrict__ partial, Geometry g) {
+    __shared__ float shared[kPassWarps * 32 * EM];
+    const i64 b = blockIdx.x, chunk = blockIdx.y;
+    const Lane l(g);
+    float vs[EM], acc[EM];
+    load_vec<EM, VEC>(trace.v_sum + t * trace.BJE + (b * g.J + l.j) * g.E, g.E, t > 0 && l.in_j, vs);
+#pragma unroll
+    for (int e = 0; e < EM; e++) acc[e] = 0.0f;
+    float *c_t = trace.c + t * trace.BIJ;
+    for_rows(chunk, g, l, [&](i64 i, bool in) {
+        const i64 bij = (b * g.I + i) * g.J + l.j;
+        float x[EM];
+        load_vec<EM, VEC>(u_hat + bij * g.E, g.E, in, x);
+        float logit = t > 0 ? dot(x, vs, EM) : 0.0f;
+        if (b0 != nullptr && in) logit += b0[i * g.J + l.j];
+        const float top = row_max(l.in_j ? logit : -INFINITY, g.JL);
+        const float term = l.in_j ? __expf(logit - top) : 0.0f;
+        const float c = term / row_sum(term, g.JL);  // the sum >= 1
+        if (in) c_t[bij] = c;
+#pragma unroll
+        for (int e = 0; e < EM; e++) acc[e] = fmaf(c, x[e], acc[e]);  // x = 0 where !in
+    });
+    write_block_sum<EM>(acc, partial + (chunk * g.B + b) * g.J * g.E, g, l, shared);
+}
+
+// Backward, iteration t: G_t (stored), and the chunk's share of gv_{t-1} into
+// partial (t > 0), or grad_u_hat's rows (t = 0).
+template <int EM, bool VEC>
+__global__ void __launch_bounds__(kPassThreads) backward_pass(const float *__restrict__ u_hat, Trace trace, int t,
                                                               int iterations, float *__restrict__ partial,
                                                               float *__restrict__ grad_u_hat, Geometry g) {
-    __shared__ float shared[kPassWarps * S * 32];
+    __shared__ float shared[kPassWarps * 32 * EM];
     const i64 b = blockIdx.x, chunk = blockIdx.y;
     const Lane l(g);
     const bool last = t == iterations - 1;
-    float vs[S], gs[S], acc[S], x[S], c[S];
-    load_bje<S>(trace.v_sum_at(t), b, g, l, vs);
-    load_bje<S>(trace.gs + t * trace.BJE, b, g, l, gs);
+    const i64 bj = b * g.J + l.j;
+    float gs[EM], acc[EM];
+    load_vec<EM, VEC>(trace.gs + t * trace.BJE + bj * g.E, g.E, l.in_j, gs);
 #pragma unroll
-    for (int st = 0; st < S; st++) acc[st] = 0.0f;
-    const i64 i_end = min(g.I, (chunk + 1) * g.chunk);
-    for (i64 i = chunk * g.chunk + threadIdx.x / 32; i < i_end; i += kPassWarps) {
-        const i64 bi = b * g.I + i;
-        load_row<S>(u_hat + bi * g.J * g.E, g, l, x);
-        const float *b0_row = b0 != nullptr ? b0 + i * g.J : nullptr;
-        coupling<S>(x, vs, t > 0, b0_row, g, l, c);
-        float gc[S], weighted = 0.0f;
+    for (int e = 0; e < EM; e++) acc[e] = 0.0f;
+    for_rows(chunk, g, l, [&](i64 i, bool in) {
+        const i64 bij = (b * g.I + i) * g.J + l.j;
+        float x[EM];
+        load_vec<EM, VEC>(u_hat + bij * g.E, g.E, in, x);
+        const float c = in ? trace.c[t * trace.BIJ + bij] : 0.0f;
+        const float G_next = in && !last ? trace.G[(t + 1) * trace.BIJ + bij] : 0.0f;
+        const float gc = dot(x, gs, EM);
+        const float G = fmaf(c, gc - row_sum(c * gc, g.JL), G_next);
+        if (in) trace.G[t * trace.BIJ + bij] = G;
 #pragma unroll
-        for (int st = 0; st < S; st++) {
-            gc[st] = group_sum(x[st] * gs[st], g.EP);
-            weighted += c[st] * gc[st];
-        }
-        weighted = across_groups_sum(weighted, g.EP);
-        const float *G_next = last ? nullptr : trace.G + ((t + 1) * g.B * g.I + bi) * g.J;
-        float *G_row = trace.G + (t * g.B * g.I + bi) * g.J;
-        float G[S];
+        for (int e = 0; e < EM; e++) acc[e] = fmaf(G, x[e], acc[e]);  // x = 0 where !in
+        if (t > 0 || !in) return;  // no shuffles past here
+        // grad_u_hat[b, i, j, :] = sum_tau c_tau gs_tau + sum_{tau < r-1} G_{tau+1} v_tau.
+        float grad[EM], y[EM];
 #pragma unroll
-        for (int st = 0; st < S; st++) {
-                const int j = l.j(st, g);
-            G[st] = j < g.J ? c[st] * (gc[st] - weighted) + (G_next != nullptr ? G_next[j] : 0.0f) : 0.0f;
-            if (j < g.J && l.e == 0) G_row[j] = G[st];
-            acc[st] = fmaf(G[st], x[st], acc[st]);
-        }
-        if (t > 0) continue;
-        // grad_u_hat[b, i, :, :] = sum_tau c_tau gs_tau + sum_{tau < r-1} G_{tau+1} v_tau.
-        float grad[S];
-#pragma unroll
-        for (int st = 0; st < S; st++) grad[st] = c[st] * gs[st];  // tau = 0
+        for (int e = 0; e < EM; e++) grad[e] = c * gs[e];  // tau = 0
         for (int tau = 0; tau < iterations; tau++) {
-            float y[S];
             if (tau > 0) {
-                load_bje<S>(trace.v_sum_at(tau), b, g, l, y);
-                coupling<S>(x, y, true, b0_row, g, l, c);
-                load_bje<S>(trace.gs + tau * trace.BJE, b, g, l, y);
+                const float c_tau = trace.c[tau * trace.BIJ + bij];
+                load_vec<EM, VEC>(trace.gs + tau * trace.BJE + bj * g.E, g.E, true, y);
 #pragma unroll
-                for (int st = 0; st < S; st++) grad[st] = fmaf(c[st], y[st], grad[st]);
+                for (int e = 0; e < EM; e++) grad[e] = fmaf(c_tau, y[e], grad[e]);
             }
             if (tau + 1 < iterations) {
-                const float *G_after = trace.G + ((tau + 1) * g.B * g.I + bi) * g.J;
-                load_bje<S>(trace.v + tau * trace.BJE, b, g, l, y);
+                const float G_after = tau == 0 ? G_next : trace.G[(tau + 1) * trace.BIJ + bij];
+                load_vec<EM, VEC>(trace.v + tau * trace.BJE + bj * g.E, g.E, true, y);
 #pragma unroll
-                for (int st = 0; st < S; st++) {
-                    const int j = l.j(st, g);
-                    if (j < g.J) grad[st] = fmaf(G_after[j], y[st], grad[st]);
-                }
+                for (int e = 0; e < EM; e++) grad[e] = fmaf(G_after, y[e], grad[e]);
             }
         }
-        float *out = grad_u_hat + bi * g.J * g.E;
-#pragma unroll
-        for (int st = 0; st < S; st++) {
-            if (l.valid(st, g)) out[l.j(st, g) * g.E + l.e] = grad[st];
-        }
-    }
-    if (t > 0) write_block_sum<S>(acc, partial + (chunk * g.B + b) * g.J * g.E, g, l, shared);
+        store_vec<EM, VEC>(grad_u_hat + bij * g.E, g.E, grad);
+    });
+    if (t > 0) write_block_sum<EM>(acc, partial + (chunk * g.B + b) * g.J * g.E, g, l, shared);
 }
 
-// A warp per (b, j) row, lane e: the chunks' partial sums added.
+// The row kernels: a warp per (b, j) row, lane e.
 __device__ inline float chunks_sum(const float *__restrict__ partial, i64 row, int e, const Geometry &g) {
     float sum = 0.0f;
     if (e < g.E) {
@@ -454,11 +440,11 @@ __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__re
     const float m = fmaxf(warp_max(fabsf(s)), 1.17549435e-38f);  // FLT_MIN: s = 0 gives v = 0
     const float q = warp_sum((s / m) * (s / m));
     if (e >= g.E) return;
-    const i64 n = row * g.E + e;
     const float v = digitcaps_shared::squash_of(s, m, q);
-    trace.s[t * trace.BJE + n] = s;
-    trace.v[t * trace.BJE + n] = v;
-    if (t + 1 < iterations) trace.v_sum[(t + 1) * trace.BJE + n] = (t > 0 ? trace.v_sum[t * trace.BJE + n] : 0.0f) + v;
+    const i64 n = t * trace.BJE + row * g.E + e;
+    trace.s[n] = s;
+    trace.v[n] = v;
+    if (t + 1 < iterations) trace.v_sum[n + trace.BJE] = (t > 0 ? trace.v_sum[n] : 0.0f) + v;
 }
 
 // gs_t = squash_backward(s_t, gv_t), gv_t = grad_v (last iteration) or the
@@ -480,32 +466,28 @@ __global__ void __launch_bounds__(32 * kRowWarps) backward_rows(const float *__r
 }
 
 }  // namespace passes
-}  // namespace
-
-
-namespace {
 
 passes::Geometry geometry_of(const RoutingShape &sh) {
     passes::Geometry g{};
     g.B = sh.batch, g.I = sh.in_caps, g.J = int(sh.out_caps), g.E = int(sh.out_dim);
-    g.EP = passes::lanes_per_capsule(g.E);
-    g.JP = 32 / g.EP;
-    g.steps = (g.J + g.JP - 1) / g.JP;
+    g.JL = passes::power_of_two_at_least(g.J);
+    g.RW = 32 / g.JL;
     return g;
 }
 
-// Calls f(std::integral_constant<int, S>()) with S = steps, 1 to kMaxSteps
-// (as the refusal checks): the pass kernels' arrays a step hold exactly a row.
-template <int S = 1, typename F>
-auto with_steps(int steps, F f) {
-    if constexpr (S < passes::kMaxSteps) {
-        if (steps > S) return with_steps<S + 1>(steps, f);
-    }
-    return f(std::integral_constant<int, S>());
+// Calls f(std::integral_constant<int, EM>()) with EM = out_dim rounded up to
+// 4, 8, 16 or 32 (a lane's registers of a row).
+template <typename F>
+auto with_out_dim(int E, F f) {
+    if (E <= 4) return f(std::integral_constant<int, 4>());
+    if (E <= 8) return f(std::integral_constant<int, 8>());
+    if (E <= 16) return f(std::integral_constant<int, 16>());
+    return f(std::integral_constant<int, 32>());
 }
 
 // The device scratch of version 2, in order: the chunks' partial sums
-// [chunks, B, J, E], then the trace: s, v, v_sum and gs [r, B, J, E], G [r, B, I, J].
+// [chunks, B, J, E], then the trace: s, v, v_sum, gs [r, B, J, E]; c and G
+// [r, B, I, J].
 struct PassesScratch {
     float *partial;
     passes::Trace trace;
@@ -513,22 +495,42 @@ struct PassesScratch {
         const i64 BJE = g.B * g.J * g.E, BIJ = g.B * g.I * g.J;
         partial = p;
         float *t = p + g.chunks * BJE;
-        trace = passes::Trace{t, t + r * BJE, t + 2 * r * BJE, t + 3 * r * BJE, t + 4 * r * BJE, BJE, BIJ};
+        trace = passes::Trace{t, t + r * BJE, t + 2 * r * BJE, t + 3 * r * BJE, t + 4 * r * BJE,
+                              t + 4 * r * BJE + r * BIJ, BJE, BIJ};
     }
     static i64 floats(const passes::Geometry &g, int r) {
         const i64 BJE = g.B * g.J * g.E, BIJ = g.B * g.I * g.J;
-        return g.chunks * BJE + 4 * r * BJE + r * BIJ;
+        return g.chunks * BJE + r * (4 * BJE + 2 * BIJ);
     }
 };
 
 }  // namespace
 
 DigitCapsFusedRefusal route_backward_passes_refusal(const RoutingShape &sh) {
-    if (sh.out_dim > 32) return {"out_dim", sh.out_dim};
-    const int64_t max_out_caps = int64_t(passes::kMaxSteps) * (32 / passes::lanes_per_capsule(int(sh.out_dim)));
-    if (sh.out_caps > max_out_caps) return {"out_caps", sh.out_caps};
+    if (sh.out_caps > passes::kMaxOutCaps) return {"out_caps", sh.out_caps};
+    if (sh.out_dim > passes::kMaxOutDim) return {"out_dim", sh.out_dim};
     return {};
 }
+
+namespace {
+
+// Calls f(forward_pass<EM, VEC>, backward_pass<EM, VEC>) for the shape:
+// VEC where out_dim is EM, a multiple of 4, and u_hat, grad_u_hat and the
+// scratch start on a 16-byte boundary (null pointers: as if they did).
+template <typename F>
+auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void *grad_u_hat, const void *scratch,
+                       F f) {
+    return with_out_dim(g.E, [&](auto em) {
+        constexpr int EM = decltype(em)::value;
+        auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+        if (g.E == EM && aligned(u_hat) && aligned(grad_u_hat) && aligned(scratch)) {
+            return f(passes::forward_pass<EM, true>, passes::backward_pass<EM, true>);
+        }
+        return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>);
+    });
+}
+
+}  // namespace
 
 cudaError_t route_backward_passes_plan(const RoutingShape &sh, int iterations, RouteBackwardPassesPlan *plan) {
     if (iterations < 1 || sh.batch < 1 || sh.in_caps < 1 || sh.out_caps < 1 || sh.out_dim < 1 ||
@@ -540,14 +542,15 @@ cudaError_t route_backward_passes_plan(const RoutingShape &sh, int iterations, R
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) {
-        err = with_steps(g.steps, [&](auto steps) {
-            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, passes::backward_pass<decltype(steps)::value>,
-                                                                 passes::kPassThreads, 0);
+        err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto) {
+            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, forward, passes::kPassThreads, 0);
         });
     }
     if (err != cudaSuccess) return err;
-    // Blocks (b, chunk) that fill the device once, each warp the same number of capsules.
-    g.chunk = digitcaps_shared::chunk_filling_device(g.I, g.B, per_sm, sms, passes::kPassWarps);
+    // Blocks (b, chunk) that fill the device once with the forward pass's
+    // blocks (the backward pass, with more registers, may take two waves),
+    // each warp the same number of capsules (RW at a time).
+    g.chunk = digitcaps_shared::chunk_filling_device(g.I, g.B, per_sm, sms, i64(g.RW) * passes::kPassWarps);
     g.chunks = (g.I + g.chunk - 1) / g.chunk;
     plan->chunk = g.chunk;
     plan->chunks = g.chunks;
@@ -571,17 +574,15 @@ cudaError_t route_backward_passes(const float *u_hat, const float *b0, const flo
     const dim3 pass_grid(unsigned(g.B), unsigned(g.chunks));
     const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
     const unsigned row_threads = 32 * passes::kRowWarps;
-    with_steps(g.steps, [&](auto steps) {
-        constexpr int S = decltype(steps)::value;
+    with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass) {
         for (int t = 0; t < iterations; t++) {
-            passes::forward_pass<S><<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace.v_sum_at(t),
-                                                                                    w.partial, g);
+            forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
             passes::forward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, w.trace, t, iterations, g);
         }
         for (int t = iterations - 1; t >= 0; t--) {
             passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, t, iterations, g);
-            passes::backward_pass<S><<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, iterations,
-                                                                                     w.partial, grad_u_hat, g);
+            backward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, w.trace, t, iterations, w.partial,
+                                                                          grad_u_hat, g);
         }
         return 0;
     });

@@ -33,12 +33,12 @@
 //   2 passes u_hat materialised once (the layer: the prediction's staged
 //            forward), then two kernels an iteration for the forward's
 //            replay and two for the backward: a pass kernel reading u_hat
-//            once (a warp a row of u_hat, the logits of any iteration one dot
-//            away through the running sum of the v's) and a kernel over the
-//            (b, j) rows (squash, or its gradient); grad_u_hat written once,
-//            and the layer's grad_u and grad_W from it by the prediction's
-//            tensor-core gradients. out_dim <= 32, out_caps <= 16 * (32 /
-//            out_dim rounded up to a power of two)
+//            once, a lane an output capsule of a row with its out_dim values
+//            in registers (the logits of any iteration one dot away through
+//            the running sum of the v's), and a kernel over the (b, j) rows
+//            (squash, or its gradient); grad_u_hat written once, and the
+//            layer's grad_u and grad_W from it by the prediction's
+//            tensor-core gradients. out_caps <= 32, out_dim <= 32
 //            (route_backward_passes_refusal).
 //
 // All pointers are device pointers; launchers only enqueue work on `stream`

@@ -498,8 +498,8 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
             out.push_back({r.op, "cuda_passes", Device::cuda,
                            "hand-written CUDA, u_hat materialised once, two kernels an iteration for the forward's "
                            "replay and two for the backward, each pass reading u_hat once "
-                           "(reference/cuda/digitcaps_backward_cuda.cu; out_dim <= 32, out_caps <= 16 x (32 / "
-                           "out_dim rounded up to a power of two); any iteration count, listed: 1, 3, 5)",
+                           "(reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim <= 32; any iteration "
+                           "count, listed: 1, 3, 5)",
                            {1, 3, 5}});
         }
         if (cuda_built() && std::string(r.op) == "digitcaps") {

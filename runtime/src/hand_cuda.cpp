@@ -277,8 +277,8 @@ Status passes_refusal(const std::string &op, const ref::RoutingShape &shape) {
     const ref::DigitCapsFusedRefusal refusal = ref::route_backward_passes_refusal(shape);
     if (refusal.extent == nullptr) return Status::success();
     return {StatusCode::unsupported_shape,
-            op + ": implementation 'cuda_passes' keeps a row of u_hat in a warp's lanes, 16 of them at most a lane: "
-                 "out_dim must be at most 32 and out_caps at most 16 x (32 / out_dim rounded up to a power of two); " +
+            op + ": implementation 'cuda_passes' keeps a row of u_hat in a warp's lanes, a lane an output capsule "
+                 "with its out_dim values in registers: out_caps and out_dim must each be at most 32; " +
                 refusal.extent + " is " + std::to_string(refusal.value)};
 }
 
