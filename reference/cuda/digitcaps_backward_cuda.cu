@@ -360,18 +360,17 @@ __global__ void __launch_bounds__(kPassThreads) forward_pass(const float *__rest
 }
 
 // Backward, iteration t: G_t (stored), and the chunk's share of gv_{t-1} into
-// partial (t > 0), or grad_u_hat's rows (t = 0).
+// partial (t > 0). At t = 0 only G_0 is needed, for grad_b0.
 template <int EM, bool VEC>
-__global__ void __launch_bounds__(kPassThreads) backward_pass(const float *__restrict__ u_hat, Trace trace, int t,
-                                                              int iterations, float *__restrict__ partial,
-                                                              float *__restrict__ grad_u_hat, Geometry g) {
+__global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__restrict__ u_hat, Trace trace, int t,
+                                                                 int iterations, float *__restrict__ partial,
+                                                                 Geometry g) {
     __shared__ float shared[kPassWarps * 32 * EM];
     const i64 b = blockIdx.x, chunk = blockIdx.y;
     const Lane l(g);
     const bool last = t == iterations - 1;
-    const i64 bj = b * g.J + l.j;
     float gs[EM], acc[EM];
-    load_vec<EM, VEC>(trace.gs + t * trace.BJE + bj * g.E, g.E, l.in_j, gs);
+    load_vec<EM, VEC>(trace.gs + t * trace.BJE + (b * g.J + l.j) * g.E, g.E, l.in_j, gs);
 #pragma unroll
     for (int e = 0; e < EM; e++) acc[e] = 0.0f;
     for_rows(chunk, g, l, [&](i64 i, bool in) {
@@ -385,28 +384,37 @@ __global__ void __launch_bounds__(kPassThreads) backward_pass(const float *__res
         if (in) trace.G[t * trace.BIJ + bij] = G;
 #pragma unroll
         for (int e = 0; e < EM; e++) acc[e] = fmaf(G, x[e], acc[e]);  // x = 0 where !in
-        if (t > 0 || !in) return;  // no shuffles past here
-        // grad_u_hat[b, i, j, :] = sum_tau c_tau gs_tau + sum_{tau < r-1} G_{tau+1} v_tau.
-        float grad[EM], y[EM];
-#pragma unroll
-        for (int e = 0; e < EM; e++) grad[e] = c * gs[e];  // tau = 0
-        for (int tau = 0; tau < iterations; tau++) {
-            if (tau > 0) {
-                const float c_tau = trace.c[tau * trace.BIJ + bij];
-                load_vec<EM, VEC>(trace.gs + tau * trace.BJE + bj * g.E, g.E, true, y);
-#pragma unroll
-                for (int e = 0; e < EM; e++) grad[e] = fmaf(c_tau, y[e], grad[e]);
-            }
-            if (tau + 1 < iterations) {
-                const float G_after = tau == 0 ? G_next : trace.G[(tau + 1) * trace.BIJ + bij];
-                load_vec<EM, VEC>(trace.v + tau * trace.BJE + bj * g.E, g.E, true, y);
-#pragma unroll
-                for (int e = 0; e < EM; e++) grad[e] = fmaf(G_after, y[e], grad[e]);
-            }
-        }
-        store_vec<EM, VEC>(grad_u_hat + bij * g.E, g.E, grad);
     });
     if (t > 0) write_block_sum<EM>(acc, partial + (chunk * g.B + b) * g.J * g.E, g, l, shared);
+}
+
+// grad_u_hat[b, i, j, :] = sum_t c_t gs_t + sum_{t < r-1} G_{t+1} v_t, from
+// the coefficients of every iteration ([B, I, J]) and the vectors of (b, j)
+// ([B, J, E], read through the cache by the I threads that share them): no
+// u_hat. A thread per (b, i, j), consecutive threads consecutive rows of
+// grad_u_hat.
+template <int EM, bool VEC>
+__global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int iterations,
+                                                                float *__restrict__ grad_u_hat, Geometry g) {
+    const i64 bij = i64(blockIdx.x) * kPassThreads + threadIdx.x;
+    if (bij >= g.B * g.I * g.J) return;
+    const i64 bj = bij / (g.I * g.J) * g.J + bij % g.J;
+    float grad[EM], y[EM];
+#pragma unroll
+    for (int e = 0; e < EM; e++) grad[e] = 0.0f;
+    for (int t = 0; t < iterations; t++) {
+        const float c = trace.c[t * trace.BIJ + bij];
+        load_vec<EM, VEC>(trace.gs + t * trace.BJE + bj * g.E, g.E, true, y);
+#pragma unroll
+        for (int e = 0; e < EM; e++) grad[e] = fmaf(c, y[e], grad[e]);
+        if (t + 1 < iterations) {
+            const float G_next = trace.G[(t + 1) * trace.BIJ + bij];
+            load_vec<EM, VEC>(trace.v + t * trace.BJE + bj * g.E, g.E, true, y);
+#pragma unroll
+            for (int e = 0; e < EM; e++) grad[e] = fmaf(G_next, y[e], grad[e]);
+        }
+    }
+    store_vec<EM, VEC>(grad_u_hat + bij * g.E, g.E, grad);
 }
 
 // The row kernels: a warp per (b, j) row, lane e.
@@ -514,7 +522,8 @@ DigitCapsFusedRefusal route_backward_passes_refusal(const RoutingShape &sh) {
 
 namespace {
 
-// Calls f(forward_pass<EM, VEC>, backward_pass<EM, VEC>) for the shape:
+// Calls f(forward_pass<EM, VEC>, backward_pass<EM, VEC>, grad_u_hat_rows<EM,
+// VEC>) for the shape:
 // VEC where out_dim is EM, a multiple of 4, and u_hat, grad_u_hat and the
 // scratch start on a 16-byte boundary (null pointers: as if they did).
 template <typename F>
@@ -524,9 +533,10 @@ auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void 
         constexpr int EM = decltype(em)::value;
         auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
         if (g.E == EM && aligned(u_hat) && aligned(grad_u_hat) && aligned(scratch)) {
-            return f(passes::forward_pass<EM, true>, passes::backward_pass<EM, true>);
+            return f(passes::forward_pass<EM, true>, passes::backward_pass<EM, true>,
+                     passes::grad_u_hat_rows<EM, true>);
         }
-        return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>);
+        return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>, passes::grad_u_hat_rows<EM, false>);
     });
 }
 
@@ -542,7 +552,7 @@ cudaError_t route_backward_passes_plan(const RoutingShape &sh, int iterations, R
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) {
-        err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto) {
+        err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto, auto) {
             return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, forward, passes::kPassThreads, 0);
         });
     }
@@ -574,16 +584,21 @@ cudaError_t route_backward_passes(const float *u_hat, const float *b0, const flo
     const dim3 pass_grid(unsigned(g.B), unsigned(g.chunks));
     const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
     const unsigned row_threads = 32 * passes::kRowWarps;
-    with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass) {
+    const unsigned row_blocks_bij = unsigned((g.B * g.I * g.J + passes::kPassThreads - 1) / passes::kPassThreads);
+    with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass, auto grad_rows) {
         for (int t = 0; t < iterations; t++) {
             forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
             passes::forward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, w.trace, t, iterations, g);
         }
-        for (int t = iterations - 1; t >= 0; t--) {
+        // G_0 only for grad_b0: without it the last pass is t = 1.
+        for (int t = iterations - 1; t >= (grad_b0 != nullptr ? 0 : 1); t--) {
             passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, t, iterations, g);
-            backward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, w.trace, t, iterations, w.partial,
-                                                                          grad_u_hat, g);
+            backward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, w.trace, t, iterations, w.partial, g);
         }
+        if (grad_b0 == nullptr) {  // gs_0 from the t = 1 pass's sums (at one iteration, from grad_v)
+            passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, 0, iterations, g);
+        }
+        grad_rows<<<row_blocks_bij, passes::kPassThreads, 0, stream>>>(w.trace, iterations, grad_u_hat, g);
         return 0;
     });
     if (grad_b0 != nullptr) {
