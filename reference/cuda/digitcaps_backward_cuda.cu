@@ -332,7 +332,7 @@ __device__ inline void for_rows(i64 chunk, const Geometry &g, const Lane &l, F f
 // Forward replay, iteration t: c_t (stored) and partial[chunk, b, :, :] =
 // the sum over the chunk's i of c_t u_hat.
 template <int EM, bool VEC>
-__global__ void __launch_bounds__(kPassThreads) forward_pass(const float *__restrict__ u_hat,
+__global__ void __launch_bounds__(kPassThreads, 4) forward_pass(const float *__restrict__ u_hat,
                                                              const float *__restrict__ b0, Trace trace, int t,
                                                              float *__restrict__ partial, Geometry g) {
     __shared__ float shared[kPassWarps * 32 * EM];
@@ -390,31 +390,34 @@ __global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__
 
 // grad_u_hat[b, i, j, :] = sum_t c_t gs_t + sum_{t < r-1} G_{t+1} v_t, from
 // the coefficients of every iteration ([B, I, J]) and the vectors of (b, j)
-// ([B, J, E], read through the cache by the I threads that share them): no
-// u_hat. A thread per (b, i, j), consecutive threads consecutive rows of
-// grad_u_hat.
+// ([B, J, E], read through the cache by the I rows that share them): no
+// u_hat. VEC: a thread per 4 floats of a row (EM / 4 threads a row), so that
+// a warp's 16-byte stores are one contiguous stretch; else a thread a row.
 template <int EM, bool VEC>
 __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int iterations,
                                                                 float *__restrict__ grad_u_hat, Geometry g) {
-    const i64 bij = i64(blockIdx.x) * kPassThreads + threadIdx.x;
-    if (bij >= g.B * g.I * g.J) return;
+    constexpr int kThreadsRow = VEC ? EM / 4 : 1, kFloats = EM / kThreadsRow;
+    const i64 n = i64(blockIdx.x) * kPassThreads + threadIdx.x;
+    if (n >= g.B * g.I * g.J * kThreadsRow) return;
+    const i64 bij = n / kThreadsRow;
+    const int first = int(n % kThreadsRow) * kFloats;  // the thread's first out_dim index
     const i64 bj = bij / (g.I * g.J) * g.J + bij % g.J;
-    float grad[EM], y[EM];
+    float grad[kFloats], y[kFloats];
 #pragma unroll
-    for (int e = 0; e < EM; e++) grad[e] = 0.0f;
+    for (int e = 0; e < kFloats; e++) grad[e] = 0.0f;
     for (int t = 0; t < iterations; t++) {
         const float c = trace.c[t * trace.BIJ + bij];
-        load_vec<EM, VEC>(trace.gs + t * trace.BJE + bj * g.E, g.E, true, y);
+        load_vec<kFloats, VEC>(trace.gs + t * trace.BJE + bj * g.E + first, g.E, true, y);
 #pragma unroll
-        for (int e = 0; e < EM; e++) grad[e] = fmaf(c, y[e], grad[e]);
+        for (int e = 0; e < kFloats; e++) grad[e] = fmaf(c, y[e], grad[e]);
         if (t + 1 < iterations) {
             const float G_next = trace.G[(t + 1) * trace.BIJ + bij];
-            load_vec<EM, VEC>(trace.v + t * trace.BJE + bj * g.E, g.E, true, y);
+            load_vec<kFloats, VEC>(trace.v + t * trace.BJE + bj * g.E + first, g.E, true, y);
 #pragma unroll
-            for (int e = 0; e < EM; e++) grad[e] = fmaf(G_next, y[e], grad[e]);
+            for (int e = 0; e < kFloats; e++) grad[e] = fmaf(G_next, y[e], grad[e]);
         }
     }
-    store_vec<EM, VEC>(grad_u_hat + bij * g.E, g.E, grad);
+    store_vec<kFloats, VEC>(grad_u_hat + bij * g.E + first, g.E, grad);
 }
 
 // The row kernels: a warp per (b, j) row, lane e.
@@ -523,7 +526,7 @@ DigitCapsFusedRefusal route_backward_passes_refusal(const RoutingShape &sh) {
 namespace {
 
 // Calls f(forward_pass<EM, VEC>, backward_pass<EM, VEC>, grad_u_hat_rows<EM,
-// VEC>) for the shape:
+// VEC>, the last one's threads a row) for the shape:
 // VEC where out_dim is EM, a multiple of 4, and u_hat, grad_u_hat and the
 // scratch start on a 16-byte boundary (null pointers: as if they did).
 template <typename F>
@@ -534,9 +537,10 @@ auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void 
         auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
         if (g.E == EM && aligned(u_hat) && aligned(grad_u_hat) && aligned(scratch)) {
             return f(passes::forward_pass<EM, true>, passes::backward_pass<EM, true>,
-                     passes::grad_u_hat_rows<EM, true>);
+                     passes::grad_u_hat_rows<EM, true>, EM / 4);
         }
-        return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>, passes::grad_u_hat_rows<EM, false>);
+        return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>, passes::grad_u_hat_rows<EM, false>,
+                 1);
     });
 }
 
@@ -548,19 +552,24 @@ cudaError_t route_backward_passes_plan(const RoutingShape &sh, int iterations, R
         return cudaErrorInvalidValue;
     }
     passes::Geometry g = geometry_of(sh);
-    int device = 0, sms = 0, per_sm = 0;
+    int device = 0, sms = 0, forward_per_sm = 0, backward_per_sm = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) {
-        err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto, auto) {
-            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, forward, passes::kPassThreads, 0);
+        err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto backward, auto, int) {
+            cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&forward_per_sm, forward,
+                                                                          passes::kPassThreads, 0);
+            if (e != cudaSuccess) return e;
+            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&backward_per_sm, backward, passes::kPassThreads, 0);
         });
     }
     if (err != cudaSuccess) return err;
-    // Blocks (b, chunk) that fill the device once with the forward pass's
-    // blocks (the backward pass, with more registers, may take two waves),
-    // each warp the same number of capsules (RW at a time).
-    g.chunk = digitcaps_shared::chunk_filling_device(g.I, g.B, per_sm, sms, i64(g.RW) * passes::kPassWarps);
+    // Blocks (b, chunk) that fill the device in whole waves of both pass
+    // kernels (forward_per_sm x backward_per_sm blocks an SM: at MNIST 4 x 3,
+    // so that neither leaves a partial last wave), each warp the same number
+    // of capsules (RW at a time).
+    g.chunk = digitcaps_shared::chunk_filling_device(g.I, g.B, forward_per_sm * backward_per_sm, sms,
+                                                     i64(g.RW) * passes::kPassWarps);
     g.chunks = (g.I + g.chunk - 1) / g.chunk;
     plan->chunk = g.chunk;
     plan->chunks = g.chunks;
@@ -584,8 +593,8 @@ cudaError_t route_backward_passes(const float *u_hat, const float *b0, const flo
     const dim3 pass_grid(unsigned(g.B), unsigned(g.chunks));
     const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
     const unsigned row_threads = 32 * passes::kRowWarps;
-    const unsigned row_blocks_bij = unsigned((g.B * g.I * g.J + passes::kPassThreads - 1) / passes::kPassThreads);
-    with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass, auto grad_rows) {
+    with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass, auto grad_rows,
+                                                         int grad_threads_a_row) {
         for (int t = 0; t < iterations; t++) {
             forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
             passes::forward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, w.trace, t, iterations, g);
@@ -598,7 +607,9 @@ cudaError_t route_backward_passes(const float *u_hat, const float *b0, const flo
         if (grad_b0 == nullptr) {  // gs_0 from the t = 1 pass's sums (at one iteration, from grad_v)
             passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, 0, iterations, g);
         }
-        grad_rows<<<row_blocks_bij, passes::kPassThreads, 0, stream>>>(w.trace, iterations, grad_u_hat, g);
+        const i64 grad_threads = g.B * g.I * g.J * grad_threads_a_row;
+        grad_rows<<<unsigned((grad_threads + passes::kPassThreads - 1) / passes::kPassThreads), passes::kPassThreads, 0,
+                    stream>>>(w.trace, iterations, grad_u_hat, g);
         return 0;
     });
     if (grad_b0 != nullptr) {
