@@ -332,7 +332,7 @@ __device__ inline void for_rows(i64 chunk, const Geometry &g, const Lane &l, F f
 // Forward replay, iteration t: c_t (stored) and partial[chunk, b, :, :] =
 // the sum over the chunk's i of c_t u_hat.
 template <int EM, bool VEC>
-__global__ void __launch_bounds__(kPassThreads, 4) forward_pass(const float *__restrict__ u_hat,
+__global__ void __launch_bounds__(kPassThreads) forward_pass(const float *__restrict__ u_hat,
                                                              const float *__restrict__ b0, Trace trace, int t,
                                                              float *__restrict__ partial, Geometry g) {
     __shared__ float shared[kPassWarps * 32 * EM];
@@ -391,12 +391,12 @@ __global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__
 // grad_u_hat[b, i, j, :] = sum_t c_t gs_t + sum_{t < r-1} G_{t+1} v_t, from
 // the coefficients of every iteration ([B, I, J]) and the vectors of (b, j)
 // ([B, J, E], read through the cache by the I rows that share them): no
-// u_hat. VEC: a thread per 4 floats of a row (EM / 4 threads a row), so that
-// a warp's 16-byte stores are one contiguous stretch; else a thread a row.
+// u_hat. VEC: a thread per 8 floats of a row (EM / 8 threads a row; 4 at
+// EM 4), two 16-byte stores; else a thread a row.
 template <int EM, bool VEC>
 __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int iterations,
                                                                 float *__restrict__ grad_u_hat, Geometry g) {
-    constexpr int kThreadsRow = VEC ? EM / 4 : 1, kFloats = EM / kThreadsRow;
+    constexpr int kThreadsRow = VEC && EM >= 8 ? EM / 8 : 1, kFloats = EM / kThreadsRow;
     const i64 n = i64(blockIdx.x) * kPassThreads + threadIdx.x;
     if (n >= g.B * g.I * g.J * kThreadsRow) return;
     const i64 bij = n / kThreadsRow;
@@ -537,7 +537,7 @@ auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void 
         auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
         if (g.E == EM && aligned(u_hat) && aligned(grad_u_hat) && aligned(scratch)) {
             return f(passes::forward_pass<EM, true>, passes::backward_pass<EM, true>,
-                     passes::grad_u_hat_rows<EM, true>, EM / 4);
+                     passes::grad_u_hat_rows<EM, true>, EM >= 8 ? EM / 8 : 1);
         }
         return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>, passes::grad_u_hat_rows<EM, false>,
                  1);
