@@ -147,24 +147,42 @@ int64_t digitcaps_backward_naive_scratch_floats(const DigitCapsLayerShape &sh, i
     return 2 * sh.batch * sh.in_caps * sh.out_caps * sh.out_dim + route_backward_naive_scratch_floats(routing, iterations);
 }
 
-cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float *b0, const float *grad_v,
-                                     float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &sh,
-                                     int iterations, float *scratch, cudaStream_t stream) {
+namespace {
+
+// The layer's backward around routing's: u_hat = the prediction (version
+// forward_version of capsule_prediction_cuda.h), grad_u_hat = route_grads(u_hat,
+// grad_u_hat, route_scratch), then grad_u and grad_W from grad_u_hat (version
+// backward_version). u_hat and grad_u_hat lead `scratch`; routing's scratch
+// follows them.
+template <typename RouteGrads>
+cudaError_t layer_backward(const float *u, const float *W, float *grad_u, float *grad_W, const DigitCapsLayerShape &sh,
+                           int forward_version, int backward_version, float *scratch, cudaStream_t stream,
+                           RouteGrads route_grads) {
     if (u == nullptr || W == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr) {
         return cudaErrorInvalidValue;
     }
     const PredictShape predict{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim, sh.in_dim};
-    const RoutingShape routing{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim};
     const i64 u_hat_floats = sh.batch * sh.in_caps * sh.out_caps * sh.out_dim;
     float *u_hat = scratch, *grad_u_hat = scratch + u_hat_floats;
-    constexpr int kBlogNaive = 1;  // capsule_prediction_cuda.h's version 1, forward and backward
-    if (cudaError_t err = predict_forward(kBlogNaive, u, W, u_hat, predict, stream); err != cudaSuccess) return err;
-    if (cudaError_t err = route_backward_naive(u_hat, b0, grad_v, grad_u_hat, grad_b0, routing, iterations,
-                                               scratch + 2 * u_hat_floats, stream);
-        err != cudaSuccess) {
+    if (cudaError_t err = predict_forward(forward_version, u, W, u_hat, predict, stream); err != cudaSuccess) {
         return err;
     }
-    return predict_backward(kBlogNaive, grad_u_hat, u, W, grad_u, grad_W, predict, stream);
+    if (cudaError_t err = route_grads(u_hat, grad_u_hat, scratch + 2 * u_hat_floats); err != cudaSuccess) return err;
+    return predict_backward(backward_version, grad_u_hat, u, W, grad_u, grad_W, predict, stream);
+}
+
+}  // namespace
+
+cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float *b0, const float *grad_v,
+                                     float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &sh,
+                                     int iterations, float *scratch, cudaStream_t stream) {
+    const RoutingShape routing{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim};
+    constexpr int kBlogNaive = 1;  // capsule_prediction_cuda.h's version 1, forward and backward
+    return layer_backward(u, W, grad_u, grad_W, sh, kBlogNaive, kBlogNaive, scratch, stream,
+                          [&](const float *u_hat, float *grad_u_hat, float *route_scratch) {
+                              return route_backward_naive(u_hat, b0, grad_v, grad_u_hat, grad_b0, routing, iterations,
+                                                          route_scratch, stream);
+                          });
 }
 
 
@@ -643,21 +661,13 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
                                       float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &sh,
                                       int iterations, const RouteBackwardPassesPlan &plan, float *scratch,
                                       cudaStream_t stream) {
-    if (u == nullptr || W == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr) {
-        return cudaErrorInvalidValue;
-    }
-    const PredictShape predict{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim, sh.in_dim};
     const RoutingShape routing{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim};
-    const i64 u_hat_floats = sh.batch * sh.in_caps * sh.out_caps * sh.out_dim;
-    float *u_hat = scratch, *grad_u_hat = scratch + u_hat_floats;
     // capsule_prediction_cuda.h's fastest versions: the staged forward and the tensor-core gradients.
     constexpr int kStagedForward = 3, kTensorBackward = 4;
-    if (cudaError_t err = predict_forward(kStagedForward, u, W, u_hat, predict, stream); err != cudaSuccess) return err;
-    if (cudaError_t err = route_backward_passes(u_hat, b0, grad_v, grad_u_hat, grad_b0, routing, iterations, plan,
-                                                scratch + 2 * u_hat_floats, stream);
-        err != cudaSuccess) {
-        return err;
-    }
-    return predict_backward(kTensorBackward, grad_u_hat, u, W, grad_u, grad_W, predict, stream);
+    return layer_backward(u, W, grad_u, grad_W, sh, kStagedForward, kTensorBackward, scratch, stream,
+                          [&](const float *u_hat, float *grad_u_hat, float *route_scratch) {
+                              return route_backward_passes(u_hat, b0, grad_v, grad_u_hat, grad_b0, routing,
+                                                           iterations, plan, route_scratch, stream);
+                          });
 }
 }  // namespace halcaps::cuda_reference
