@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "digitcaps_reference.h"
@@ -195,12 +196,14 @@ inline void require_layer_gradients(const DigitCapsProblem &p, bool with_b0, int
 // tolerance.
 inline double gradient_tolerance(int iterations) { return iterations >= 5 ? 1e-3 : 1e-4; }
 
-// route_backward by `impl` on a fresh problem, against the reference (or
-// its refusal, where the implementation refuses the shape by design).
+// route_backward by `impl` on a fresh problem (changed by `prepare` where
+// given, e.g. scaled), against the reference (or its refusal, where the
+// implementation refuses the shape by design).
 inline void check_route_backward(const std::string &impl, const DigitCapsShape &shape, int iterations, bool with_b0,
-                                 Device device) {
+                                 Device device, const std::function<void(DigitCapsProblem &)> &prepare = {}) {
     INFO("route_backward " << impl);
     DigitCapsProblem p(shape);
+    if (prepare) prepare(p);
     const Status st = route_backward(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(), p.grad_u_hat_v(),
                                      p.grad_b0_v(), iterations, device_options(device, impl));
     INFO(st.message);
@@ -223,9 +226,11 @@ inline void check_route_backward(const std::string &impl, const DigitCapsShape &
 
 // digitcaps_backward by `impl`, likewise.
 inline void check_digitcaps_backward(const std::string &impl, const DigitCapsShape &shape, int iterations,
-                                     bool with_b0, Device device) {
+                                     bool with_b0, Device device,
+                                     const std::function<void(DigitCapsProblem &)> &prepare = {}) {
     INFO("digitcaps_backward " << impl);
     DigitCapsProblem p(shape);
+    if (prepare) prepare(p);
     const Status st = digitcaps_backward(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.grad_v_v(),
                                          p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations,
                                          device_options(device, impl));
