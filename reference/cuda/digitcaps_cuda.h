@@ -132,9 +132,10 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
 DigitCapsFusedRefusal route_backward_passes_refusal(const RoutingShape &shape);
 
 // How version 2 splits the sums over input capsules (`chunk` capsules a
-// block, so that the pass kernels' blocks fill the current device once) and
-// the device scratch routing's gradients need, in floats. Queries the
-// current device; enqueues nothing.
+// block, so that the pass kernels' blocks fill the current device in whole
+// waves of both the forward and the backward pass kernel) and the device
+// scratch routing's gradients need, in floats. Queries the current device;
+// enqueues nothing.
 struct RouteBackwardPassesPlan {
     int64_t chunk = 0, chunks = 0, scratch_floats = 0;
 };
