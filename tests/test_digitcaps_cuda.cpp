@@ -1,7 +1,7 @@
 // The DigitCaps layer and routing on CUDA, forward and backward, against the
 // float64 reference: every CUDA implementation the build holds (the fused
 // forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive, cuda_fused and cuda_tensor, the
-// Halide backward schedules and the hand-written cuda_naive and cuda_passes backward), the blog's {4, 8} grid, odd sizes around the
+// Halide backward schedules and the hand-written cuda_naive, cuda_passes and cuda_tensor backward), the blog's {4, 8} grid, odd sizes around the
 // fused schedules' tiles (batch tiles 8, 16, 32; input-capsule chunks 16, 32),
 // 1, 3 and 5 iterations (the GPU backward: 1 and 3), b0 given and not, hard inputs, device tensors on a
 // stream. Part of halcaps_cuda_tests (main in test_cuda.cpp): without a CUDA
@@ -180,6 +180,14 @@ TEST_CASE("cuda digitcaps: hard inputs (tiny and huge u, large logits)", "[cuda]
             }
         }
     }
+}
+
+// The gradients on the forward's hard inputs (digitcaps_checks.h), by every
+// CUDA backward: the hand-written ones take the squash's gradient in double
+// for this, which no other test asserted on the device.
+TEST_CASE("cuda digitcaps: hard inputs for the backward (huge and tiny u_hat and u, large logits)",
+          "[cuda][digitcaps][hand_backward]") {
+    check_backward_on_hard_inputs(Device::cuda);
 }
 
 TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digitcaps]") {
@@ -507,18 +515,20 @@ TEST_CASE("cuda digitcaps: the hand-written fused layers on device tensors off a
     }
 }
 
-// The hand-written backward (cuda_naive, cuda_passes): odd sizes (out_dim
-// off a multiple of 4: cuda_passes' 4-byte path), the shapes at cuda_passes'
-// limits (out_caps 32, out_dim 32, each with the other odd) and one past
-// each (refused, naming the extent), chunks of input capsules ending inside
-// a block's warps, 1 and 3 iterations. Small enough for the sanitizers
-// (scripts/sanitize-gpu-tests.sh build/tests/halcaps_cuda_tests "[hand_backward]").
-TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at cuda_passes' limits and past them",
+// The hand-written backward (cuda_naive, cuda_passes; cuda_tensor for the
+// layer): odd sizes (out_dim off a multiple of 4: cuda_passes' 4-byte path),
+// the shapes at cuda_passes' limits (out_caps 32, out_dim 32, each with the
+// other odd) and at cuda_tensor's (16 everywhere) and one past each
+// (refused, naming the extent), chunks of input capsules ending inside a
+// block's warps, batch ending inside cuda_tensor's 32-row blocks, 1 and 3
+// iterations. Small enough for the sanitizers (scripts/sanitize-gpu-tests.sh
+// build/tests/halcaps_cuda_tests "[hand_backward]").
+TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at its limits and past them",
           "[cuda][digitcaps][hand_backward]") {
     const std::vector<DigitCapsShape> shapes = {
         {1, 1, 1, 1, 1},     {3, 7, 1, 11, 13}, {17, 33, 8, 10, 16}, {5, 17, 3, 2, 31}, {130, 37, 16, 11, 13},
         {9, 19, 4, 17, 32},  {4, 9, 8, 32, 7},  {2, 5, 8, 32, 32},   {2, 5, 8, 33, 16}, {3, 6, 2, 5, 33},
-        {3, 150, 8, 10, 4}};
+        {3, 150, 8, 10, 4},  {37, 7, 16, 16, 16}, {5, 7, 17, 10, 16}, {70, 50, 7, 9, 13}};
     int n = 0;
     for (const DigitCapsShape &s : shapes) {
         for (int iterations : {1, 3}) {
@@ -526,6 +536,8 @@ TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at cuda_passe
             INFO("seed " << seed() << ", " << name(s, iterations, with_b0));
             for (const char *impl : {"cuda_naive", "cuda_passes"}) {
                 check_route_backward(impl, s, iterations, with_b0, Device::cuda);
+            }
+            for (const char *impl : {"cuda_naive", "cuda_passes", "cuda_tensor"}) {
                 check_digitcaps_backward(impl, s, iterations, with_b0, Device::cuda);
             }
         }
@@ -533,16 +545,16 @@ TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at cuda_passe
 }
 
 // The hand-written backward on device tensors one float off a 16-byte
-// boundary (the prediction kernels and cuda_passes' pass kernels take their
-// 4-byte paths there).
+// boundary (the prediction kernels, cuda_passes' pass kernels and
+// cuda_tensor's copies take their 4-byte paths there).
 TEST_CASE("cuda digitcaps: the hand-written backward on device tensors off a 16-byte boundary",
           "[cuda][digitcaps][hand_backward]") {
     const DigitCapsShape s{40, 37, 8, 10, 16};
-    for (const char *impl : {"cuda_naive", "cuda_passes"}) {
+    for (const std::string impl : {"cuda_naive", "cuda_passes", "cuda_tensor"}) {
         for (int offset : {0, 1}) {
             INFO(impl << ": every tensor " << offset << " floats past a 16-byte boundary");
             DigitCapsProblem p(s);
-            {
+            if (impl != "cuda_tensor") {  // cuda_tensor has no route_backward
                 DeviceTensor u_hat(p.u_hat, false, offset), grad_v(p.grad_v, false, offset),
                     gu_hat(p.grad_u_hat, true, offset);
                 const Status st =

@@ -2,6 +2,7 @@
 // (digitcaps_cuda.h, "Backward versions").
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -425,34 +426,78 @@ __global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__
 
 // grad_u_hat[b, i, j, :] = sum_t c_t gs_t + sum_{t < r-1} G_{t+1} v_t, from
 // the coefficients of every iteration ([B, I, J]) and the vectors of (b, j)
-// ([B, J, E], read through the cache by the I rows that share them): no
-// u_hat. VEC: a thread per 8 floats of a row (EM / 8 threads a row; 4 at
-// EM 4), two 16-byte stores; else a thread a row.
-template <int EM, bool VEC>
-__global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int iterations,
-                                                                float *__restrict__ grad_u_hat, Geometry g) {
-    constexpr int kThreadsRow = VEC && EM >= 8 ? EM / 8 : 1, kFloats = EM / kThreadsRow;
+// ([B, J, E]): no u_hat. Where out_dim is EM, a multiple of 4, and the
+// pointers are on 16-byte boundaries (grad_u_hat_columns): a thread takes
+// kFloats floats of a row (b, j) for kColumnInputs input capsules, so that
+// it loads its pieces of gs_t and v_t once for all of them and adds them in
+// registers, and a warp's stores cover whole rows of u_hat's gradient.
+// Before, a thread per 8 floats of one (b, i, j) row read the vectors for
+// each: 61 us at MNIST b128 under ncu (bench/results/
+// nvidia-h200-hand-backward, run 8). Else (grad_u_hat_rows) a thread a row.
+constexpr int kColumnInputs = 4;
+template <int EM>
+__global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, int iterations,
+                                                                   float *__restrict__ grad_u_hat, Geometry g) {
+    constexpr int kFloats = EM >= 8 ? 8 : 4, kPieces = EM / kFloats;  // a row's pieces
     const i64 n = i64(blockIdx.x) * kPassThreads + threadIdx.x;
-    if (n >= g.B * g.I * g.J * kThreadsRow) return;
-    const i64 bij = n / kThreadsRow;
-    const int first = int(n % kThreadsRow) * kFloats;  // the thread's first out_dim index
-    const i64 bj = bij / (g.I * g.J) * g.J + bij % g.J;
-    float grad[kFloats], y[kFloats];
+    const int columns = g.J * kPieces;
+    const i64 groups = (g.I + kColumnInputs - 1) / kColumnInputs;  // of kColumnInputs input capsules
+    if (n >= g.B * groups * columns) return;
+    const int column = int(n % columns), j = column / kPieces, first = column % kPieces * kFloats;
+    const i64 b = n / columns / groups, i_first = n / columns % groups * kColumnInputs;
+    const int inputs = int(min(i64(kColumnInputs), g.I - i_first));
+    const i64 bj = b * g.J + j, bij_first = (b * g.I + i_first) * g.J + j;
+    float grad[kColumnInputs][kFloats];
 #pragma unroll
-    for (int e = 0; e < kFloats; e++) grad[e] = 0.0f;
+    for (int k = 0; k < kColumnInputs; k++) {
+#pragma unroll
+        for (int e = 0; e < kFloats; e++) grad[k][e] = 0.0f;
+    }
     for (int t = 0; t < iterations; t++) {
-        const float c = trace.c[t * trace.BIJ + bij];
-        load_vec<kFloats, VEC>(trace.gs + t * trace.BJE + bj * g.E + first, g.E, true, y);
+        const bool agreement = t + 1 < iterations;  // v_t reached the next iteration's logits
+        float gs[kFloats], v[kFloats];
+        load_vec<kFloats, true>(trace.gs + t * trace.BJE + bj * g.E + first, g.E, true, gs);
+        load_vec<kFloats, true>(trace.v + t * trace.BJE + bj * g.E + first, g.E, agreement, v);
 #pragma unroll
-        for (int e = 0; e < kFloats; e++) grad[e] = fmaf(c, y[e], grad[e]);
-        if (t + 1 < iterations) {
-            const float G_next = trace.G[(t + 1) * trace.BIJ + bij];
-            load_vec<kFloats, VEC>(trace.v + t * trace.BJE + bj * g.E + first, g.E, true, y);
+        for (int k = 0; k < kColumnInputs; k++) {
+            if (k >= inputs) break;
+            const i64 bij = bij_first + k * g.J;
+            const float c = trace.c[t * trace.BIJ + bij];
+            const float G_next = agreement ? trace.G[(t + 1) * trace.BIJ + bij] : 0.0f;
 #pragma unroll
-            for (int e = 0; e < kFloats; e++) grad[e] = fmaf(G_next, y[e], grad[e]);
+            for (int e = 0; e < kFloats; e++) grad[k][e] = fmaf(G_next, v[e], fmaf(c, gs[e], grad[k][e]));
         }
     }
-    store_vec<kFloats, VEC>(grad_u_hat + bij * g.E + first, g.E, grad);
+#pragma unroll
+    for (int k = 0; k < kColumnInputs; k++) {
+        if (k >= inputs) break;
+        store_vec<kFloats, true>(grad_u_hat + (bij_first + k * g.J) * g.E + first, g.E, grad[k]);
+    }
+}
+inline i64 grad_u_hat_columns_threads(const Geometry &g, int EM) {
+    return g.B * ((g.I + kColumnInputs - 1) / kColumnInputs) * g.J * (EM >= 8 ? EM / 8 : 1);
+}
+template <int EM>
+__global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int iterations,
+                                                                float *__restrict__ grad_u_hat, Geometry g) {
+    const i64 bij = i64(blockIdx.x) * kPassThreads + threadIdx.x;
+    if (bij >= g.B * g.I * g.J) return;
+    const i64 bj = bij / (g.I * g.J) * g.J + bij % g.J;
+    float grad[EM], y[EM];
+#pragma unroll
+    for (int e = 0; e < EM; e++) grad[e] = 0.0f;
+    for (int t = 0; t < iterations; t++) {
+        const bool agreement = t + 1 < iterations;
+        const float c = trace.c[t * trace.BIJ + bij];
+        load_vec<EM, false>(trace.gs + t * trace.BJE + bj * g.E, g.E, true, y);
+#pragma unroll
+        for (int e = 0; e < EM; e++) grad[e] = fmaf(c, y[e], grad[e]);
+        const float G_next = agreement ? trace.G[(t + 1) * trace.BIJ + bij] : 0.0f;
+        load_vec<EM, false>(trace.v + t * trace.BJE + bj * g.E, g.E, agreement, y);
+#pragma unroll
+        for (int e = 0; e < EM; e++) grad[e] = fmaf(G_next, y[e], grad[e]);
+    }
+    store_vec<EM, false>(grad_u_hat + bij * g.E, g.E, grad);
 }
 
 // The row kernels: a warp per (b, j) row, lane e.
@@ -560,23 +605,63 @@ DigitCapsFusedRefusal route_backward_passes_refusal(const RoutingShape &sh) {
 
 namespace {
 
-// Calls f(forward_pass<EM, VEC>, backward_pass<EM, VEC>, grad_u_hat_rows<EM,
-// VEC>, the last one's threads a row) for the shape:
-// VEC where out_dim is EM, a multiple of 4, and u_hat, grad_u_hat and the
-// scratch start on a 16-byte boundary (null pointers: as if they did).
+// Calls f(forward_pass<EM, VEC>, backward_pass<EM, VEC>, grad_u_hat) for
+// the shape, grad_u_hat(trace, iterations, out, stream) enqueueing the
+// grad_u_hat kernel (grad_u_hat_columns<EM> where VEC, else
+// grad_u_hat_rows<EM>): VEC where out_dim is EM, a multiple of 4, and u_hat,
+// grad_u_hat and the scratch start on a 16-byte boundary (null pointers: as
+// if they did).
 template <typename F>
 auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void *grad_u_hat, const void *scratch,
                        F f) {
     return with_out_dim(g.E, [&](auto em) {
         constexpr int EM = decltype(em)::value;
         auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+        auto blocks = [](i64 threads) { return unsigned((threads + passes::kPassThreads - 1) / passes::kPassThreads); };
         if (g.E == EM && aligned(u_hat) && aligned(grad_u_hat) && aligned(scratch)) {
             return f(passes::forward_pass<EM, true>, passes::backward_pass<EM, true>,
-                     passes::grad_u_hat_rows<EM, true>, EM >= 8 ? EM / 8 : 1);
+                     [&](const passes::Trace &trace, int iterations, float *out, cudaStream_t stream) {
+                         passes::grad_u_hat_columns<EM>
+                             <<<blocks(passes::grad_u_hat_columns_threads(g, EM)), passes::kPassThreads, 0, stream>>>(
+                                 trace, iterations, out, g);
+                     });
         }
-        return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>, passes::grad_u_hat_rows<EM, false>,
-                 1);
+        return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>,
+                 [&](const passes::Trace &trace, int iterations, float *out, cudaStream_t stream) {
+                     passes::grad_u_hat_rows<EM><<<blocks(g.B * g.I * g.J), passes::kPassThreads, 0, stream>>>(
+                         trace, iterations, out, g);
+                 });
     });
+}
+
+// Versions 2 and 3 around their pass kernels, for `iterations` rounds:
+// forward_pass(t) and backward_pass(t) enqueue iteration t's pass, which
+// writes w.partial (backward_pass(0) only for grad_b0); the row kernels
+// between them, then grad_u_hat by grad_u_hat_kernel (with_pass_kernels')
+// and grad_b0 where it is asked for.
+template <typename ForwardPass, typename BackwardPass, typename GradUHat>
+cudaError_t enqueue_iterations(const passes::Geometry &g, const PassesScratch &w, const float *grad_v,
+                               float *grad_u_hat, float *grad_b0, int iterations, cudaStream_t stream,
+                               ForwardPass forward_pass, BackwardPass backward_pass, GradUHat grad_u_hat_kernel) {
+    const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
+    const unsigned row_threads = 32 * passes::kRowWarps;
+    for (int t = 0; t < iterations; t++) {
+        if (cudaError_t err = forward_pass(t); err != cudaSuccess) return err;
+        passes::forward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, w.trace, t, iterations, g);
+    }
+    // G_0 only for grad_b0: without it the last pass is t = 1.
+    for (int t = iterations - 1; t >= (grad_b0 != nullptr ? 0 : 1); t--) {
+        passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, t, iterations, g);
+        if (cudaError_t err = backward_pass(t); err != cudaSuccess) return err;
+    }
+    if (grad_b0 == nullptr) {  // gs_0 from the t = 1 pass's sums (at one iteration, from grad_v)
+        passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, 0, iterations, g);
+    }
+    grad_u_hat_kernel(w.trace, iterations, grad_u_hat, stream);
+    if (grad_b0 != nullptr) {
+        sum_over_batch<<<blocks_for(g.I * g.J), kThreads, 0, stream>>>(w.trace.G, grad_b0, g.B, g.I * g.J);
+    }
+    return cudaGetLastError();
 }
 
 }  // namespace
@@ -591,7 +676,7 @@ cudaError_t route_backward_passes_plan(const RoutingShape &sh, int iterations, R
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) {
-        err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto backward, auto, int) {
+        err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto backward, auto) {
             cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&forward_per_sm, forward,
                                                                           passes::kPassThreads, 0);
             if (e != cudaSuccess) return e;
@@ -626,31 +711,21 @@ cudaError_t route_backward_passes(const float *u_hat, const float *b0, const flo
     g.chunks = plan.chunks;
     const PassesScratch w(scratch, g, iterations);
     const dim3 pass_grid(unsigned(g.B), unsigned(g.chunks));
-    const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
-    const unsigned row_threads = 32 * passes::kRowWarps;
-    with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass, auto grad_rows,
-                                                         int grad_threads_a_row) {
-        for (int t = 0; t < iterations; t++) {
-            forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
-            passes::forward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, w.trace, t, iterations, g);
-        }
-        // G_0 only for grad_b0: without it the last pass is t = 1.
-        for (int t = iterations - 1; t >= (grad_b0 != nullptr ? 0 : 1); t--) {
-            passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, t, iterations, g);
-            backward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, w.trace, t, iterations, w.partial, g);
-        }
-        if (grad_b0 == nullptr) {  // gs_0 from the t = 1 pass's sums (at one iteration, from grad_v)
-            passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, 0, iterations, g);
-        }
-        const i64 grad_threads = g.B * g.I * g.J * grad_threads_a_row;
-        grad_rows<<<unsigned((grad_threads + passes::kPassThreads - 1) / passes::kPassThreads), passes::kPassThreads, 0,
-                    stream>>>(w.trace, iterations, grad_u_hat, g);
-        return 0;
+    return with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass,
+                                                                auto grad_u_hat_kernel) {
+        return enqueue_iterations(
+            g, w, grad_v, grad_u_hat, grad_b0, iterations, stream,
+            [&](int t) {
+                forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
+                return cudaGetLastError();
+            },
+            [&](int t) {
+                backward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, w.trace, t, iterations, w.partial,
+                                                                              g);
+                return cudaGetLastError();
+            },
+            grad_u_hat_kernel);
     });
-    if (grad_b0 != nullptr) {
-        sum_over_batch<<<blocks_for(g.I * g.J), kThreads, 0, stream>>>(w.trace.G, grad_b0, g.B, g.I * g.J);
-    }
-    return cudaGetLastError();
 }
 
 int64_t digitcaps_backward_passes_scratch_floats(const DigitCapsLayerShape &sh, const RouteBackwardPassesPlan &plan) {
@@ -670,4 +745,103 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
                                                            iterations, plan, route_scratch, stream);
                           });
 }
+
+// ---------------------------------------------------------------------------
+// Version 3, tensor (the layer only): version 2 with no u_hat in memory. Its
+// passes are the forward version 3's pass kernel (digitcaps_tensor_pass:
+// u_hat recomputed from u and W on the tensor cores in float32 accuracy, a
+// warp 16 batch rows of an input capsule, u_hat and the sums of every
+// output capsule in its registers):
+//   the forward's replay  the first pass (c_0 = softmax(b0[i, :]), the same
+//                         for every batch row, written by first_coefficients),
+//                         then agreement passes storing c_t;
+//   the backward          gc = u_hat . gs_t, G_t = G_{t+1} + c_t (gc - sum_j
+//                         c_t gc) (stored), the chunk's share of sum_i G_t u_hat;
+// with version 2's row kernels between them, version 2's grad_u_hat (from c,
+// G and the rows: no u_hat) and the prediction's tensor-core gradients.
+// ---------------------------------------------------------------------------
+namespace {
+
+// c_0[b, i, j] = softmax(b0[i, :])_j for every batch row: a thread per (i,
+// j), computed as the first pass computes it (base 2, the same steps; 1 / J
+// without b0), written for the batch rows blockIdx.y, + gridDim.y, ... (its
+// stores, over consecutive (i, j), coalesced; a thread per (b, i) writing its
+// row took 17.5 us at MNIST b128 under ncu, run 1).
+__global__ void first_coefficients(const float *__restrict__ b0, float *__restrict__ c, i64 B, i64 I, int J) {
+    const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (n >= I * J) return;
+    float value = 1.0f / float(J);
+    if (b0 != nullptr) {
+        const float *logits = b0 + n / J * J;
+        constexpr float kLog2e = 1.44269504f;
+        float top = kLog2e * logits[0];
+        for (int j = 1; j < J; j++) top = fmaxf(top, kLog2e * logits[j]);
+        float total = 0.0f;
+        for (int j = 0; j < J; j++) total += digitcaps_shared::exp2_ftz(kLog2e * logits[j] - top);
+        value = digitcaps_shared::exp2_ftz(kLog2e * b0[n] - top) * __fdividef(1.0f, total);
+    }
+    for (i64 b = blockIdx.y; b < B; b += gridDim.y) c[b * I * J + n] = value;
+}
+
+passes::Geometry tensor_geometry(const DigitCapsLayerShape &sh, const DigitCapsTensorPlan &plan) {
+    passes::Geometry g = geometry_of(RoutingShape{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim});
+    g.chunk = plan.chunk;
+    g.chunks = plan.chunks;
+    return g;
+}
+
+}  // namespace
+
+int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &sh, const DigitCapsTensorPlan &plan,
+                                                 int iterations) {
+    return sh.batch * sh.in_caps * sh.out_caps * sh.out_dim +
+           PassesScratch::floats(tensor_geometry(sh, plan), iterations);
+}
+
+cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *grad_v,
+                                      float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &sh,
+                                      int iterations, const DigitCapsTensorPlan &plan, float *scratch,
+                                      cudaStream_t stream) {
+    if (iterations < 1 || sh.batch < 1 || sh.in_caps < 1 || digitcaps_tensor_refusal(sh).extent != nullptr ||
+        plan.chunk < 1 || plan.chunks != (sh.in_caps + plan.chunk - 1) / plan.chunk || u == nullptr ||
+        W == nullptr || grad_v == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr) {
+        return cudaErrorInvalidValue;
+    }
+    const passes::Geometry g = tensor_geometry(sh, plan);
+    float *grad_u_hat = scratch;
+    const PassesScratch w(scratch + g.B * g.I * g.J * g.E, g, iterations);
+    constexpr i64 kBatchSlices = 64;  // grid rows of first_coefficients
+    first_coefficients<<<dim3(unsigned(blocks_for(g.I * g.J)), unsigned(std::min(g.B, kBatchSlices))), kThreads, 0,
+                         stream>>>(b0, w.trace.c, g.B, g.I, g.J);
+    auto pass = [&](DigitCapsTensorPass kind, const float *rows, const DigitCapsTensorCoefficients &co) {
+        return digitcaps_tensor_pass(kind, u, W, kind == DigitCapsTensorPass::backward ? nullptr : b0, rows,
+                                     w.partial, co, sh, plan, stream);
+    };
+    if (cudaError_t err = with_pass_kernels(g, nullptr, grad_u_hat, w.partial, [&](auto, auto,
+                                                                                   auto grad_u_hat_kernel) {
+            return enqueue_iterations(
+                g, w, grad_v, grad_u_hat, grad_b0, iterations, stream,
+                [&](int t) {
+                    DigitCapsTensorCoefficients co;
+                    co.c_out = w.trace.c + t * w.trace.BIJ;
+                    return pass(t == 0 ? DigitCapsTensorPass::first : DigitCapsTensorPass::agreement_storing_c,
+                                w.trace.v_sum + t * w.trace.BJE, co);
+                },
+                [&](int t) {
+                    DigitCapsTensorCoefficients co;
+                    co.c_in = w.trace.c + t * w.trace.BIJ;
+                    co.G_next = t + 1 < iterations ? w.trace.G + (t + 1) * w.trace.BIJ : nullptr;
+                    co.G_out = w.trace.G + t * w.trace.BIJ;
+                    return pass(DigitCapsTensorPass::backward, w.trace.gs + t * w.trace.BJE, co);
+                },
+                grad_u_hat_kernel);
+        });
+        err != cudaSuccess) {
+        return err;
+    }
+    constexpr int kTensorBackward = 4;  // capsule_prediction_cuda.h's tensor-core gradients
+    const PredictShape predict{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim, sh.in_dim};
+    return predict_backward(kTensorBackward, grad_u_hat, u, W, grad_u, grad_W, predict, stream);
+}
+
 }  // namespace halcaps::cuda_reference

@@ -40,6 +40,12 @@
 //            layer's grad_u and grad_W from it by the prediction's
 //            tensor-core gradients. out_caps <= 32, out_dim <= 32
 //            (route_backward_passes_refusal).
+//   3 tensor the layer only: version 2 with no u_hat in memory. Its pass
+//            kernels are forward version 3's (digitcaps_tensor_pass): u_hat
+//            recomputed on the tensor cores each pass, the forward's replay
+//            storing c, the backward's passes storing G; version 2's row
+//            kernels, grad_u_hat and gradients. Forward version 3's limits
+//            (digitcaps_tensor_refusal).
 //
 // All pointers are device pointers; launchers only enqueue work on `stream`
 // and return the first launch error. They never synchronise.
@@ -111,6 +117,33 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
                              const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
                              float *scratch, cudaStream_t stream);
 
+// Version 3's pass kernel on its own, one pass over the plan's grid, for
+// backward version 3 (digitcaps_backward_cuda.cu), which replays the forward
+// and runs its own backward passes with it. Writes the chunks' partial sums
+// [plan.chunks, B, J, E] into `partial`:
+//   first                the first iteration: sum_i c[i, j] u_hat, c =
+//                        softmax(b0[i, :]) (1 / J without b0); `rows` unused;
+//   agreement            a later one, `rows` = v_sum [B, J, E] (the sum of
+//                        the earlier v's): c = softmax(b0 + u_hat . v_sum),
+//                        sum_i c u_hat;
+//   agreement_storing_c  the same, c stored into coefficients.c_out;
+//   backward             `rows` = gs [B, J, E] (the gradient of s): gc =
+//                        u_hat . gs, G = G_next + c (gc - sum_j c gc) from
+//                        coefficients.c_in and .G_next (null: zeros), G
+//                        stored into .G_out, sum_i G u_hat.
+// Coefficients are [B, I, J]. Every pass but `first` may start before the
+// kernel ahead of it in the stream ends (programmatic dependent launch).
+enum class DigitCapsTensorPass { first, agreement, agreement_storing_c, backward };
+struct DigitCapsTensorCoefficients {
+    float *c_out = nullptr;
+    const float *c_in = nullptr, *G_next = nullptr;
+    float *G_out = nullptr;
+};
+cudaError_t digitcaps_tensor_pass(DigitCapsTensorPass pass, const float *u, const float *W, const float *b0,
+                                  const float *rows, float *partial, const DigitCapsTensorCoefficients &coefficients,
+                                  const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
+                                  cudaStream_t stream);
+
 // Backward version 1. grad_u_hat, grad_b0 = the gradients of route(u_hat,
 // b0) given grad_v = dL/dv; b0 may be null (zeros), grad_b0 null (not
 // computed). `scratch` holds route_backward_naive_scratch_floats floats.
@@ -154,6 +187,16 @@ int64_t digitcaps_backward_passes_scratch_floats(const DigitCapsLayerShape &shap
 cudaError_t digitcaps_backward_passes(const float *u, const float *W, const float *b0, const float *grad_v,
                                       float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &shape,
                                       int iterations, const RouteBackwardPassesPlan &plan, float *scratch,
+                                      cudaStream_t stream);
+
+// Backward version 3 of the layer, as digitcaps_backward_naive; `plan` from
+// digitcaps_tensor_plan for this shape, `scratch` holding
+// digitcaps_backward_tensor_scratch_floats floats (grad_u_hat among them).
+int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
+                                                 int iterations);
+cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *grad_v,
+                                      float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &shape,
+                                      int iterations, const DigitCapsTensorPlan &plan, float *scratch,
                                       cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

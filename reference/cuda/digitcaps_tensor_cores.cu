@@ -191,6 +191,26 @@ struct Args {
 };
 
 
+// What a pass computes (pass_kernel's kMode):
+//   kFirstPass  the first iteration: sums of u times c[i, j] W[i, j] (c the
+//               same for every batch row), no u_hat;
+//   kAgreement  an iteration after it: u_hat, the logits b0 + u_hat . v_sum,
+//               c = their softmax and the sums of c u_hat;
+//   kBackward   the backward of an iteration (digitcaps_backward_cuda.cu's
+//               version 3): u_hat, gc = u_hat . gs (gs in v_sum's place),
+//               G = G_next + c (gc - sum_j c gc) from the forward's c, and
+//               the sums of G u_hat.
+enum PassMode { kFirstPass, kAgreement, kBackward };
+
+// The coupling coefficients a pass stores or reads, each [B, I, J] (null:
+// none): kAgreement stores c where c_out is given; kBackward reads c_in and
+// G_next (null after the last iteration: zeros) and stores G_out.
+struct Coefficients {
+    float *c_out = nullptr;
+    const float *c_in = nullptr, *G_next = nullptr;
+    float *G_out = nullptr;
+};
+
 // One instantiation of the pass kernel: JM output capsules in registers
 // (J <= JM; W is staged with zeros past J and those logits are -inf, so that
 // no loop over j has a branch), NE 8-wide tiles of out_dim, KS 8-deep steps
@@ -297,10 +317,14 @@ __device__ inline void softmax_base2(float (&c)[JM]) {
 //   sums[b, (j, e)] = sum_i sum_k u[b, i, k] * (c[i, j] W[i, j, e, k]),
 // added by the mma straight into the sums (no u_hat, no logits). Blocks of
 // at most 128 threads, at least two of them an SM.
-template <typename V, bool kFirst, int RT, int S>
+// kMode (PassMode) and kStore: whether a kAgreement pass stores c (the
+// backward's replay of the forward). In a kBackward pass v_sum is gs.
+template <typename V, int kMode, bool kStore, int RT, int S>
 __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
                                                       const float *__restrict__ b0, const float *__restrict__ v_sum,
-                                                      float *__restrict__ partial, Args a) {
+                                                      float *__restrict__ partial, Args a, Coefficients co) {
+    constexpr bool kFirst = kMode == kFirstPass;
+    static_assert(!kStore || kMode == kAgreement, "only the forward's agreement passes store c");
     constexpr int JM = V::JM, NE = V::NE, KS = V::KS, EP = V::EP, WS = V::WS, US = V::US, VS = V::VS;
     extern __shared__ float4 smem_vec[];
     float *smem = reinterpret_cast<float *>(smem_vec);
@@ -478,6 +502,24 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 
         const float *W_s = stages + ((step % S) * a.i_lanes + q) * a.slice;
         const float *b0_s = W_s + JM * EP * WS;
+        // Where the lane's coefficients are in [B, I, J] (kStore, kBackward):
+        // row g + 8 * (t & 2 ? 1 : 0) of its tile, i, the half of j that t & 1
+        // picks (the softmax's split below). The backward's c and G_next are
+        // loaded here, so that their latency passes under the products.
+        constexpr int JH = JM / 2;
+        const i64 coefficient_row = b_first + m * kRows + g + (t & 2 ? 8 : 0);
+        const bool row_in = coefficient_row < a.B;
+        const int j_first = t & 1 ? JH : 0;
+        const i64 coefficients_at = (coefficient_row * a.I + i_first + n) * J + j_first;
+        float c_known[JH], G_known[JH];
+        if constexpr (kMode == kBackward) {
+#pragma unroll
+            for (int jj = 0; jj < JH; jj++) {
+                const bool ok = row_in && j_first + jj < J;
+                c_known[jj] = ok ? co.c_in[coefficients_at + jj] : 0.0f;
+                G_known[jj] = ok && co.G_next != nullptr ? co.G_next[coefficients_at + jj] : 0.0f;
+            }
+        }
         // The lane's u values: rows g, g + 8 of each of its row tiles at
         // in_dim 2t, 2t + 1 of each k-step.
         float x[RT][KS][4];
@@ -553,7 +595,6 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             // partner lane (t ^ 1) holding the row's other half, then every
             // lane gathers all 2 JM coefficients for the sums.
             static_assert(JM % 2 == 0, "the softmax splits the output capsules in halves");
-            constexpr int JH = JM / 2;
             const bool upper_row = t & 2, upper_half = t & 1;
             float row_dots[JM];  // row g + 8 * upper_row, summed over lanes t and t ^ 2
 #pragma unroll
@@ -569,15 +610,41 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                 const float given = __shfl_xor_sync(0xffffffffu, upper_row ? dot_lo : dot_hi, 2);
                 row_dots[j] = (upper_row ? dot_hi : dot_lo) + given;
             }
-            float half_c[JH];  // base-2 logits, then c, of the lane's row at j = JH * upper_half + jj
+            // Forward: base-2 logits, then c; backward: gc, then G. Of the
+            // lane's row at j = JH * upper_half + jj.
+            float half_c[JH];
 #pragma unroll
             for (int jj = 0; jj < JH; jj++) {
                 const float given = __shfl_xor_sync(0xffffffffu, upper_half ? row_dots[jj] : row_dots[jj + JH], 1);
                 const float dot = (upper_half ? row_dots[jj + JH] : row_dots[jj]) + given;
                 const int j = upper_half ? jj + JH : jj;
-                half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
+                if constexpr (kMode == kBackward) {
+                    half_c[jj] = dot;
+                } else {
+                    half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
+                }
             }
-            softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
+            if constexpr (kMode == kBackward) {
+                // The softmax's backward: sum_j c gc over both halves (the
+                // partner lane's), G = G_next + c (gc - that sum), stored.
+                float c_dot_gc = 0.0f;
+#pragma unroll
+                for (int jj = 0; jj < JH; jj++) c_dot_gc = fmaf(c_known[jj], half_c[jj], c_dot_gc);
+                c_dot_gc += __shfl_xor_sync(0xffffffffu, c_dot_gc, 1);
+#pragma unroll
+                for (int jj = 0; jj < JH; jj++) {
+                    half_c[jj] = fmaf(c_known[jj], half_c[jj] - c_dot_gc, G_known[jj]);
+                    if (row_in && j_first + jj < J) co.G_out[coefficients_at + jj] = half_c[jj];
+                }
+            } else {
+                softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
+                if constexpr (kStore) {
+#pragma unroll
+                    for (int jj = 0; jj < JH; jj++) {
+                        if (row_in && j_first + jj < J) co.c_out[coefficients_at + jj] = half_c[jj];
+                    }
+                }
+            }
             float row_c[JM];  // the lane's row, every j
 #pragma unroll
             for (int jj = 0; jj < JH; jj++) {
@@ -741,6 +808,55 @@ void block_shape(const DigitCapsLayerShape &s, int *m_tiles, int *i_lanes) {
     *i_lanes = 4 / *m_tiles;
 }
 
+// Enqueues one pass over the plan's grid (b0 and v_sum as pass_kernel
+// reads them; `store`: kAgreement storing c). Every pass but the first is
+// launched overlapping the kernel ahead of it in the stream.
+cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s, const DigitCapsTensorPlan &plan,
+                        const float *u, const float *W, const float *b0, const float *v_sum, float *partial,
+                        const Coefficients &co, cudaStream_t stream) {
+    const int64_t tile_rows = int64_t(plan.m_tiles) * kRows;
+    const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
+    const dim3 block(kThreads);
+    const bool short_chunks = plan.chunk / plan.i_lanes <= kShortChunkSteps;
+    return with_variant_and_stages(s, short_chunks, [&](auto variant, auto staged) {
+        using V = decltype(variant);
+        constexpr int S = decltype(staged)::value;
+        Args a = args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
+        a.vector_out = a.dense && aligned16(partial);
+        auto overlapping = [&](auto kernel) {  // after the kernel ahead, which it may overlap
+            const size_t smem = smem_bytes<V, S>(a);
+            if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
+            return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0, v_sum, partial, a,
+                                                        co);
+        };
+        if (mode == kBackward) return overlapping(pass_kernel<V, kBackward, false, 1, S>);
+        if (mode == kAgreement) {
+            return store ? overlapping(pass_kernel<V, kAgreement, true, 1, S>)
+                         : overlapping(pass_kernel<V, kAgreement, false, 1, S>);
+        }
+        Args first = a;
+        auto kernel = pass_kernel<V, kFirstPass, false, 1, S>;
+        if constexpr (two_tiles_fit<V>()) {
+            if (a.m_tiles == kFirstWarpTiles) {
+                first.i_lanes = kThreads / 32;  // every warp takes both row tiles: the warps are i-lanes
+                kernel = pass_kernel<V, kFirstPass, false, kFirstWarpTiles, S>;
+            }
+        }
+        const size_t smem = smem_bytes<V, S>(first);
+        if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
+        kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, first, co);
+        return cudaGetLastError();
+    });
+}
+
+// Whether `s` is a shape version 3 runs and `plan` a plan of it.
+bool runs(const DigitCapsLayerShape &s, const DigitCapsTensorPlan &plan) {
+    return s.batch >= 1 && s.in_caps >= 1 && s.out_caps >= 1 && s.out_dim >= 1 && s.in_dim >= 1 &&
+           digitcaps_tensor_refusal(s).extent == nullptr && plan.m_tiles >= 1 && plan.i_lanes >= 1 &&
+           32 * plan.m_tiles * plan.i_lanes == kThreads && plan.chunk >= 1 && plan.chunk % plan.i_lanes == 0 &&
+           plan.chunks == (s.in_caps + plan.chunk - 1) / plan.chunk;
+}
+
 }  // namespace tensor
 }  // namespace
 
@@ -763,7 +879,7 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
             // could be; at MNIST's variant both fit 2, the registers' limit.
             constexpr int S = tensor::kLongStages;
             const size_t smem = tensor::smem_bytes<V, S>(a);
-            auto kernel = tensor::pass_kernel<V, false, 1, S>;
+            auto kernel = tensor::pass_kernel<V, tensor::kAgreement, false, 1, S>;
             if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
             return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
         });
@@ -780,48 +896,38 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
 
 cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v, const DigitCapsLayerShape &s,
                              int iterations, const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
-    if (iterations < 1 || s.batch < 1 || s.in_caps < 1 || s.out_caps < 1 || s.out_dim < 1 || s.in_dim < 1 ||
-        digitcaps_tensor_refusal(s).extent != nullptr || u == nullptr || W == nullptr || v == nullptr ||
-        scratch == nullptr || plan.m_tiles < 1 || plan.i_lanes < 1 ||
-        32 * plan.m_tiles * plan.i_lanes != tensor::kThreads || plan.chunk < 1 || plan.chunk % plan.i_lanes != 0 ||
-        plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
+    if (iterations < 1 || !tensor::runs(s, plan) || u == nullptr || W == nullptr || v == nullptr ||
+        scratch == nullptr) {
         return cudaErrorInvalidValue;
     }
     const int64_t rows = s.batch * s.out_caps;
     const int E = int(s.out_dim);
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
-    const int64_t tile_rows = int64_t(plan.m_tiles) * tensor::kRows;
-    const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
-    const dim3 block(tensor::kThreads);
-    const bool short_chunks = plan.chunk / plan.i_lanes <= tensor::kShortChunkSteps;
     return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
-        return tensor::with_variant_and_stages(s, short_chunks, [&](auto variant, auto staged) {
-            using V = decltype(variant);
-            constexpr int S = decltype(staged)::value;
-            tensor::Args a =
-                tensor::args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
-            a.vector_out = a.dense && aligned16(partial);
-            if (agreement) {  // after a squash kernel, which it may overlap
-                const size_t smem = tensor::smem_bytes<V, S>(a);
-                auto kernel = tensor::pass_kernel<V, false, 1, S>;
-                if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
-                return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0,
-                                                            static_cast<const float *>(v_sum), partial, a);
-            }
-            tensor::Args first = a;
-            auto kernel = tensor::pass_kernel<V, true, 1, S>;
-            if constexpr (tensor::two_tiles_fit<V>()) {
-                if (a.m_tiles == tensor::kFirstWarpTiles) {
-                    first.i_lanes = tensor::kThreads / 32;  // every warp takes both row tiles: the warps are i-lanes
-                    kernel = tensor::pass_kernel<V, true, tensor::kFirstWarpTiles, S>;
-                }
-            }
-            const size_t smem = tensor::smem_bytes<V, S>(first);
-            if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
-            kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, first);
-            return cudaGetLastError();
-        });
+        return tensor::launch_pass(agreement ? tensor::kAgreement : tensor::kFirstPass, false, s, plan, u, W, b0,
+                                   v_sum, partial, tensor::Coefficients{}, stream);
     });
+}
+
+cudaError_t digitcaps_tensor_pass(DigitCapsTensorPass pass, const float *u, const float *W, const float *b0,
+                                  const float *rows, float *partial, const DigitCapsTensorCoefficients &coefficients,
+                                  const DigitCapsLayerShape &s, const DigitCapsTensorPlan &plan, cudaStream_t stream) {
+    tensor::Coefficients co;
+    co.c_out = coefficients.c_out;
+    co.c_in = coefficients.c_in;
+    co.G_next = coefficients.G_next;
+    co.G_out = coefficients.G_out;
+    const bool storing = pass == DigitCapsTensorPass::agreement_storing_c;
+    if (u == nullptr || W == nullptr || partial == nullptr || (pass != DigitCapsTensorPass::first && rows == nullptr) ||
+        (storing && co.c_out == nullptr) ||
+        (pass == DigitCapsTensorPass::backward && (co.c_in == nullptr || co.G_out == nullptr)) ||
+        !tensor::runs(s, plan)) {
+        return cudaErrorInvalidValue;
+    }
+    const tensor::PassMode mode = pass == DigitCapsTensorPass::first      ? tensor::kFirstPass
+                                  : pass == DigitCapsTensorPass::backward ? tensor::kBackward
+                                                                          : tensor::kAgreement;
+    return tensor::launch_pass(mode, storing, s, plan, u, W, b0, rows, partial, co, stream);
 }
 
 }  // namespace halcaps::cuda_reference

@@ -194,8 +194,8 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
 }
 
 // The hand-written CUDA routing ("cuda_naive", also for the gradients;
-// "cuda_passes" for the gradients; for the layer's forward "cuda_fused" and
-// "cuda_tensor"; any iteration count >= 1):
+// "cuda_passes" for the gradients; for the layer's forward "cuda_fused";
+// "cuda_tensor" for the layer and its gradients; any iteration count >= 1):
 // runs `call` and returns its status when it applies, else a status with
 // code unknown_implementation (no message) so that the caller goes on to the
 // Halide kernels.
@@ -500,6 +500,14 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
                            "replay and two for the backward, each pass reading u_hat once "
                            "(reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim <= 32; any iteration "
                            "count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+        }
+        if (cuda_built() && std::string(r.op) == "digitcaps_backward") {
+            out.push_back({r.op, "cuda_tensor", Device::cuda,
+                           "hand-written CUDA, cuda_passes with no u_hat in memory: its passes are the forward "
+                           "cuda_tensor's, u_hat recomputed on the tensor cores each pass (3xTF32) "
+                           "(reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim, in_dim <= 16; any "
+                           "iteration count, listed: 1, 3, 5)",
                            {1, 3, 5}});
         }
         if (cuda_built() && std::string(r.op) == "digitcaps") {

@@ -162,7 +162,8 @@ bool is_hand_cuda_routing_implementation(const std::string &op, const std::strin
     const bool backward = op == "route_backward" || op == "digitcaps_backward";
     if (implementation == "cuda_naive") return op == "route" || op == "digitcaps" || backward;
     if (implementation == "cuda_passes") return backward;
-    return op == "digitcaps" && (implementation == "cuda_fused" || implementation == "cuda_tensor");
+    if (implementation == "cuda_tensor") return op == "digitcaps" || op == "digitcaps_backward";
+    return op == "digitcaps" && implementation == "cuda_fused";
 }
 
 namespace {
@@ -211,23 +212,40 @@ Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const 
     return memory.finish();
 }
 
+namespace {
+
+// cuda_tensor's refusal of a shape beyond its limits (forward and backward:
+// the same pass kernel), as passes_refusal.
+Status tensor_refusal(const std::string &op, const ref::DigitCapsLayerShape &layer) {
+    const ref::DigitCapsFusedRefusal refusal = ref::digitcaps_tensor_refusal(layer);
+    if (refusal.extent == nullptr) return Status::success();
+    return {StatusCode::unsupported_shape,
+            op + ": implementation 'cuda_tensor' keeps u_hat and the sums of every output capsule in a warp's "
+                 "registers and in_dim in two tensor-core steps: out_caps, out_dim and in_dim must each be at most "
+                 "16; " +
+                refusal.extent + " is " + std::to_string(refusal.value)};
+}
+
+}  // namespace
+
 Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
                                int iterations, const Options &options) {
     const std::string op = "digitcaps";
     const std::string &implementation = options.implementation;
     const bool fused = implementation == "cuda_fused", tensor = implementation == "cuda_tensor";
     const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
-    const ref::DigitCapsFusedRefusal refusal = fused    ? ref::digitcaps_fused_refusal(layer)
-                                               : tensor ? ref::digitcaps_tensor_refusal(layer)
-                                                        : ref::DigitCapsFusedRefusal{};
-    if (refusal.extent != nullptr) {
-        const std::string limits =
-            fused ? "puts a warp per output capsule in one block and keeps a thread's out_dim values in registers: "
-                    "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
-                  : "keeps u_hat and the sums of every output capsule in a warp's registers and in_dim in two "
-                    "tensor-core steps: out_caps, out_dim and in_dim must each be at most 16";
-        return {StatusCode::unsupported_shape, op + ": implementation '" + implementation + "' " + limits + "; " +
-                                                   refusal.extent + " is " + std::to_string(refusal.value)};
+    if (fused) {
+        const ref::DigitCapsFusedRefusal refusal = ref::digitcaps_fused_refusal(layer);
+        if (refusal.extent != nullptr) {
+            return {StatusCode::unsupported_shape,
+                    op + ": implementation 'cuda_fused' puts a warp per output capsule in one block and keeps a "
+                         "thread's out_dim values in registers: out_caps must be at most 16, out_dim at most 32 and "
+                         "in_dim at most 16; " +
+                        refusal.extent + " is " + std::to_string(refusal.value)};
+        }
+    }
+    if (tensor) {
+        if (Status s = tensor_refusal(op, layer); !s.ok()) return s;
     }
     ScopedCudaContext context(options);
     if (!context.status().ok()) return context.status();
@@ -333,11 +351,14 @@ Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W
                                         const TensorView &grad_v, const TensorView &grad_u, const TensorView &grad_W,
                                         const TensorView &grad_b0, int iterations, const Options &options) {
     const std::string op = "digitcaps_backward";
-    const bool passes = options.implementation == "cuda_passes";
+    const bool passes = options.implementation == "cuda_passes", tensor = options.implementation == "cuda_tensor";
     const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
     const ref::RoutingShape routing{layer.batch, layer.in_caps, layer.out_caps, layer.out_dim};
     if (passes) {
         if (Status s = passes_refusal(op, routing); !s.ok()) return s;
+    }
+    if (tensor) {
+        if (Status s = tensor_refusal(op, layer); !s.ok()) return s;
     }
     ScopedCudaContext context(options);
     if (!context.status().ok()) return context.status();
@@ -353,17 +374,26 @@ Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W
     if (Status s = memory.output(grad_W, &grad_W_d); !s.ok()) return s;
     if (Status s = optional_output(memory, grad_b0, &grad_b0_d); !s.ok()) return s;
     ref::RouteBackwardPassesPlan plan;
+    ref::DigitCapsTensorPlan tensor_plan;
     if (passes) {
         if (Status s = passes_plan(op, routing, iterations, &plan); !s.ok()) return s;
     }
-    const int64_t scratch_floats = passes ? ref::digitcaps_backward_passes_scratch_floats(layer, plan)
-                                          : ref::digitcaps_backward_naive_scratch_floats(layer, iterations);
+    if (tensor) {
+        if (cudaError_t err = ref::digitcaps_tensor_plan(layer, &tensor_plan); err != cudaSuccess) {
+            return cuda_status(op, "planning cuda_tensor", err);
+        }
+    }
+    const int64_t scratch_floats = passes   ? ref::digitcaps_backward_passes_scratch_floats(layer, plan)
+                                   : tensor ? ref::digitcaps_backward_tensor_scratch_floats(layer, tensor_plan, iterations)
+                                            : ref::digitcaps_backward_naive_scratch_floats(layer, iterations);
     if (Status s = memory.scratch(scratch_floats, &scratch); !s.ok()) return s;
     const cudaError_t err =
-        passes ? ref::digitcaps_backward_passes(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
-                                                iterations, plan, scratch, stream)
-               : ref::digitcaps_backward_naive(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
-                                               iterations, scratch, stream);
+        passes   ? ref::digitcaps_backward_passes(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
+                                                  iterations, plan, scratch, stream)
+        : tensor ? ref::digitcaps_backward_tensor(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
+                                                  iterations, tensor_plan, scratch, stream)
+                 : ref::digitcaps_backward_naive(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
+                                                 iterations, scratch, stream);
     if (err != cudaSuccess) return cuda_status(op, "launching " + options.implementation, err);
     return memory.finish();
 }

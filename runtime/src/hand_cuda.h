@@ -31,7 +31,8 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
 // Routing and the DigitCaps layer by the hand-written CUDA
 // (reference/cuda/digitcaps_cuda.h): "cuda_naive" for both ops ("route" and
 // "digitcaps") and their gradients, "cuda_passes" for the gradients only,
-// "cuda_fused" and "cuda_tensor" for the layer's forward only. b0 may be
+// "cuda_fused" for the layer's forward only, "cuda_tensor" for the layer's
+// forward and its gradients. b0 may be
 // absent (data null: zeros). Arguments checked by the caller;
 // run_hand_cuda_digitcaps runs options.implementation and refuses, before
 // any device work, a shape beyond cuda_fused's or cuda_tensor's limits
@@ -42,9 +43,10 @@ Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const 
 Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
                                int iterations, const Options &options);
 // Their gradients by the hand-written CUDA ("cuda_naive" and "cuda_passes"
-// for "route_backward" and "digitcaps_backward"); b0 and grad_b0 may be
-// absent (b0 zeros, grad_b0 not computed). Arguments checked by the caller;
-// cuda_passes refuses, before any device work, a shape beyond its limits
+// for "route_backward" and "digitcaps_backward", "cuda_tensor" for
+// "digitcaps_backward"); b0 and grad_b0 may be absent (b0 zeros, grad_b0 not
+// computed). Arguments checked by the caller; cuda_passes and cuda_tensor
+// refuse, before any device work, a shape beyond their limits
 // (unsupported_shape, naming the extent).
 Status run_hand_cuda_route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
                                     const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations,
