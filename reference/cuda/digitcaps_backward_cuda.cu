@@ -427,55 +427,107 @@ __global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__
 // grad_u_hat[b, i, j, :] = sum_t c_t gs_t + sum_{t < r-1} G_{t+1} v_t, from
 // the coefficients of every iteration ([B, I, J]) and the vectors of (b, j)
 // ([B, J, E]): no u_hat. Where out_dim is EM, a multiple of 4, and the
-// pointers are on 16-byte boundaries (grad_u_hat_columns): a thread takes
-// kFloats floats of a row (b, j) for kColumnInputs input capsules, so that
-// it loads its pieces of gs_t and v_t once for all of them and adds them in
-// registers, and a warp's stores cover whole rows of u_hat's gradient.
-// Before, a thread per 8 floats of one (b, i, j) row read the vectors for
-// each: 61 us at MNIST b128 under ncu (bench/results/
-// nvidia-h200-hand-backward, run 8). Else (grad_u_hat_rows) a thread a row.
+// pointers are on 16-byte boundaries (grad_u_hat_columns): a thread takes 4
+// floats of a row (b, j) for kColumnInputs input capsules, so that it loads
+// its pieces of gs_t and v_t once for all of them, and a warp's 16-byte
+// stores are 512 contiguous bytes. Else (grad_u_hat_rows) a thread a row.
+// On an H200 under ncu at MNIST b128 (bench/results/
+// nvidia-h200-tensor-backward/, runs 2-4), with a flat grid: a thread per 8
+// floats of one (b, i, j) row, 59.2 us; 8 floats of a row for 4 input
+// capsules, 69.0 us; 4 floats of a row for 4, 62.9 us; each issue-bound on
+// the 64-bit divisions that placed a thread.
 constexpr int kColumnInputs = 4;
-template <int EM>
+// Block (columns, groups): threadIdx.x a column (4 floats of a row (b, j)),
+// threadIdx.y a group of kColumnInputs input capsules; blockIdx.x the batch
+// row, blockIdx.y (striding by gridDim.y) the block's groups. R: the
+// iteration count where it is at most kUnrolledIterations (every load issued
+// before the first FMA), else 0 (a loop over the iterations, each one's
+// loads waited for before the next's). Under ncu at MNIST b128 (run 5) the
+// loop's version waited on its loads (three round trips a thread): 66.6 us.
+constexpr int kUnrolledIterations = 5;
+template <int EM, int R>
 __global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, int iterations,
                                                                    float *__restrict__ grad_u_hat, Geometry g) {
-    constexpr int kFloats = EM >= 8 ? 8 : 4, kPieces = EM / kFloats;  // a row's pieces
-    const i64 n = i64(blockIdx.x) * kPassThreads + threadIdx.x;
-    const int columns = g.J * kPieces;
-    const i64 groups = (g.I + kColumnInputs - 1) / kColumnInputs;  // of kColumnInputs input capsules
-    if (n >= g.B * groups * columns) return;
-    const int column = int(n % columns), j = column / kPieces, first = column % kPieces * kFloats;
-    const i64 b = n / columns / groups, i_first = n / columns % groups * kColumnInputs;
-    const int inputs = int(min(i64(kColumnInputs), g.I - i_first));
-    const i64 bj = b * g.J + j, bij_first = (b * g.I + i_first) * g.J + j;
-    float grad[kColumnInputs][kFloats];
+    constexpr int kFloats = 4, kPieces = EM / kFloats;  // a row's pieces
+    const int column = int(threadIdx.x), j = column / kPieces, first = column % kPieces * kFloats;
+    const i64 b = blockIdx.x;
+    for (i64 group = i64(blockIdx.y) * blockDim.y + threadIdx.y;; group += i64(gridDim.y) * blockDim.y) {
+        const i64 i_first = group * kColumnInputs;
+        if (i_first >= g.I) return;
+        const int inputs = int(min(i64(kColumnInputs), g.I - i_first));
+        const float *gs_row = trace.gs + (b * g.J + j) * g.E + first, *v_row = trace.v + (b * g.J + j) * g.E + first;
+        const i64 bij_first = (b * g.I + i_first) * g.J + j;
+        const float *c_at = trace.c + bij_first, *G_at = trace.G + trace.BIJ + bij_first;
+        float grad[kColumnInputs][kFloats];
 #pragma unroll
-    for (int k = 0; k < kColumnInputs; k++) {
+        for (int k = 0; k < kColumnInputs; k++) {
 #pragma unroll
-        for (int e = 0; e < kFloats; e++) grad[k][e] = 0.0f;
-    }
-    for (int t = 0; t < iterations; t++) {
-        const bool agreement = t + 1 < iterations;  // v_t reached the next iteration's logits
-        float gs[kFloats], v[kFloats];
-        load_vec<kFloats, true>(trace.gs + t * trace.BJE + bj * g.E + first, g.E, true, gs);
-        load_vec<kFloats, true>(trace.v + t * trace.BJE + bj * g.E + first, g.E, agreement, v);
+            for (int e = 0; e < kFloats; e++) grad[k][e] = 0.0f;
+        }
+        // Iteration t's terms: c_t gs_t, and G_{t+1} v_t where v_t reached the
+        // next iteration's logits (t + 1 < iterations; else zeros).
+        auto add_terms = [&](const float (&gs)[kFloats], const float (&v)[kFloats], const float (&c)[kColumnInputs],
+                             const float (&G_next)[kColumnInputs]) {
+#pragma unroll
+            for (int k = 0; k < kColumnInputs; k++) {
+#pragma unroll
+                for (int e = 0; e < kFloats; e++) grad[k][e] = fmaf(G_next[k], v[e], fmaf(c[k], gs[e], grad[k][e]));
+            }
+        };
+        auto load_terms = [&](int t, float (&gs)[kFloats], float (&v)[kFloats], float (&c)[kColumnInputs],
+                              float (&G_next)[kColumnInputs]) {
+            const bool agreement = t + 1 < iterations;
+            load_vec<kFloats, true>(gs_row + t * trace.BJE, g.E, true, gs);
+            load_vec<kFloats, true>(v_row + t * trace.BJE, g.E, agreement, v);
+#pragma unroll
+            for (int k = 0; k < kColumnInputs; k++) {
+                c[k] = k < inputs ? c_at[t * trace.BIJ + k * g.J] : 0.0f;
+                G_next[k] = k < inputs && agreement ? G_at[t * trace.BIJ + k * g.J] : 0.0f;
+            }
+        };
+        if constexpr (R > 0) {
+            float gs[R][kFloats], v[R][kFloats], c[R][kColumnInputs], G_next[R][kColumnInputs];
+#pragma unroll
+            for (int t = 0; t < R; t++) load_terms(t, gs[t], v[t], c[t], G_next[t]);
+#pragma unroll
+            for (int t = 0; t < R; t++) add_terms(gs[t], v[t], c[t], G_next[t]);
+        } else {
+            for (int t = 0; t < iterations; t++) {
+                float gs[kFloats], v[kFloats], c[kColumnInputs], G_next[kColumnInputs];
+                load_terms(t, gs, v, c, G_next);
+                add_terms(gs, v, c, G_next);
+            }
+        }
+        float *out = grad_u_hat + bij_first * g.E + first;
 #pragma unroll
         for (int k = 0; k < kColumnInputs; k++) {
             if (k >= inputs) break;
-            const i64 bij = bij_first + k * g.J;
-            const float c = trace.c[t * trace.BIJ + bij];
-            const float G_next = agreement ? trace.G[(t + 1) * trace.BIJ + bij] : 0.0f;
-#pragma unroll
-            for (int e = 0; e < kFloats; e++) grad[k][e] = fmaf(G_next, v[e], fmaf(c, gs[e], grad[k][e]));
+            store_vec<kFloats, true>(out + k * g.J * g.E, g.E, grad[k]);
         }
     }
-#pragma unroll
-    for (int k = 0; k < kColumnInputs; k++) {
-        if (k >= inputs) break;
-        store_vec<kFloats, true>(grad_u_hat + (bij_first + k * g.J) * g.E + first, g.E, grad[k]);
+}
+// Calls f(std::integral_constant<int, R>()) with R = iterations where it is
+// at most kUnrolledIterations, else 0.
+template <typename F>
+void with_unrolled_iterations(int iterations, F f) {
+    switch (iterations) {
+        case 1: return f(std::integral_constant<int, 1>());
+        case 2: return f(std::integral_constant<int, 2>());
+        case 3: return f(std::integral_constant<int, 3>());
+        case 4: return f(std::integral_constant<int, 4>());
+        case 5: return f(std::integral_constant<int, 5>());
+        default: return f(std::integral_constant<int, 0>());
     }
 }
-inline i64 grad_u_hat_columns_threads(const Geometry &g, int EM) {
-    return g.B * ((g.I + kColumnInputs - 1) / kColumnInputs) * g.J * (EM >= 8 ? EM / 8 : 1);
+static_assert(kUnrolledIterations == 5, "with_unrolled_iterations' cases");
+// grad_u_hat_columns' block and grid.
+inline dim3 grad_u_hat_columns_block(const Geometry &g, int EM) {
+    const int columns = g.J * EM / 4;
+    return dim3(unsigned(columns), unsigned(std::max(1, kPassThreads / columns)));
+}
+inline dim3 grad_u_hat_columns_grid(const Geometry &g, int EM) {
+    const i64 groups = (g.I + kColumnInputs - 1) / kColumnInputs, per_block = grad_u_hat_columns_block(g, EM).y;
+    return dim3(unsigned(g.B), unsigned(std::min<i64>((groups + per_block - 1) / per_block, 65535)));
 }
 template <int EM>
 __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int iterations,
@@ -501,12 +553,30 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int
 }
 
 // The row kernels: a warp per (b, j) row, lane e.
-__device__ inline float chunks_sum(const float *__restrict__ partial, i64 row, int e, const Geometry &g) {
-    float sum = 0.0f;
+// The chunks' partial sums of a row's element: lane e's, or where out_dim
+// is at most 16 lanes e and e + 16 each half of the chunks (both get the
+// total); 8 sums in flight a lane, so that 8 loads are, added in a fixed
+// order. The row kernels are a warp a row, ~10 warps an SM at MNIST b128:
+// with one sum a lane (and lanes past out_dim idle) forward_rows took
+// 12.7 us under ncu's full set, waiting on its loads (bench/results/
+// nvidia-h200-tensor-backward/, run 3). Called by every lane of the warp.
+__device__ inline float chunks_sum(const float *__restrict__ partial, i64 row, int lane, const Geometry &g) {
+    const bool halves = g.E <= 16;
+    const int e = halves ? lane % 16 : lane, stride = halves ? 2 : 1;
+    float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (e < g.E) {
-        for (i64 ch = 0; ch < g.chunks; ch++) sum += partial[(ch * g.B * g.J + row) * g.E + e];
+        const float *p = partial + row * g.E + e;
+        const i64 step = g.B * g.J * g.E;
+        i64 ch = halves ? lane / 16 : 0;
+        for (; ch + 7 * stride < g.chunks; ch += 8 * stride) {
+#pragma unroll
+            for (int n = 0; n < 8; n++) sum[n] += p[(ch + n * stride) * step];
+        }
+        for (int n = 0; ch < g.chunks; ch += stride, n++) sum[n] += p[ch * step];
     }
-    return sum;
+    float total = ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+    if (halves) total += __shfl_xor_sync(0xffffffffu, total, 16);
+    return total;
 }
 __device__ inline float warp_sum(float x) {
     for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -524,10 +594,13 @@ __device__ inline double warp_sum(double x) {
 // s_t = the partial sums added, v_t = squash(s_t), v_sum_{t+1} = v_sum_t + v_t.
 __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__restrict__ partial, Trace trace, int t,
                                                                int iterations, Geometry g) {
+    digitcaps_shared::wait_for_previous_kernel();  // the pass ahead's partial sums
+    digitcaps_shared::let_next_kernel_start();
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
-    const float s = chunks_sum(partial, row, e, g);
+    const float summed = chunks_sum(partial, row, e, g);
+    const float s = e < g.E ? summed : 0.0f;  // lanes past out_dim (some hold a copy) out of the norms
     const float m = fmaxf(warp_max(fabsf(s)), 1.17549435e-38f);  // FLT_MIN: s = 0 gives v = 0
     const float q = warp_sum((s / m) * (s / m));
     if (e >= g.E) return;
@@ -543,11 +616,15 @@ __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__re
 __global__ void __launch_bounds__(32 * kRowWarps) backward_rows(const float *__restrict__ partial,
                                                                 const float *__restrict__ grad_v, Trace trace, int t,
                                                                 int iterations, Geometry g) {
+    digitcaps_shared::wait_for_previous_kernel();  // the pass ahead's partial sums
+    digitcaps_shared::let_next_kernel_start();
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
     const i64 n = row * g.E + e;
-    const float gv = e >= g.E ? 0.0f : t + 1 == iterations ? grad_v[n] : chunks_sum(partial, row, e, g);
+    const bool last = t + 1 == iterations;  // the same for the whole warp
+    const float summed = last ? 0.0f : chunks_sum(partial, row, e, g);
+    const float gv = e >= g.E ? 0.0f : last ? grad_v[n] : summed;
     const double s = e < g.E ? trace.s[t * trace.BJE + n] : 0.0f;
     const double n2 = warp_sum(s * s), s_dot_gv = warp_sum(s * gv);
     const double eps = 1e-9;
@@ -621,9 +698,12 @@ auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void 
         if (g.E == EM && aligned(u_hat) && aligned(grad_u_hat) && aligned(scratch)) {
             return f(passes::forward_pass<EM, true>, passes::backward_pass<EM, true>,
                      [&](const passes::Trace &trace, int iterations, float *out, cudaStream_t stream) {
-                         passes::grad_u_hat_columns<EM>
-                             <<<blocks(passes::grad_u_hat_columns_threads(g, EM)), passes::kPassThreads, 0, stream>>>(
-                                 trace, iterations, out, g);
+                         const dim3 grid = passes::grad_u_hat_columns_grid(g, EM);
+                         const dim3 block = passes::grad_u_hat_columns_block(g, EM);
+                         passes::with_unrolled_iterations(iterations, [&](auto unrolled) {
+                             passes::grad_u_hat_columns<EM, decltype(unrolled)::value>
+                                 <<<grid, block, 0, stream>>>(trace, iterations, out, g);
+                         });
                      });
         }
         return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>,
@@ -645,17 +725,30 @@ cudaError_t enqueue_iterations(const passes::Geometry &g, const PassesScratch &w
                                ForwardPass forward_pass, BackwardPass backward_pass, GradUHat grad_u_hat_kernel) {
     const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
     const unsigned row_threads = 32 * passes::kRowWarps;
+    // The row kernels may start while the pass ahead of them ends
+    // (programmatic dependent launch; they wait for it first), and let the
+    // pass after them do the same where it is launched so (version 3's).
+    auto forward_rows = [&](int t) {
+        return digitcaps_shared::launch_overlapping(passes::forward_rows, dim3(row_blocks), dim3(row_threads), 0,
+                                                    stream, static_cast<const float *>(w.partial), w.trace, t,
+                                                    iterations, g);
+    };
+    auto backward_rows = [&](int t) {
+        return digitcaps_shared::launch_overlapping(passes::backward_rows, dim3(row_blocks), dim3(row_threads), 0,
+                                                    stream, static_cast<const float *>(w.partial), grad_v, w.trace,
+                                                    t, iterations, g);
+    };
     for (int t = 0; t < iterations; t++) {
         if (cudaError_t err = forward_pass(t); err != cudaSuccess) return err;
-        passes::forward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, w.trace, t, iterations, g);
+        if (cudaError_t err = forward_rows(t); err != cudaSuccess) return err;
     }
     // G_0 only for grad_b0: without it the last pass is t = 1.
     for (int t = iterations - 1; t >= (grad_b0 != nullptr ? 0 : 1); t--) {
-        passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, t, iterations, g);
+        if (cudaError_t err = backward_rows(t); err != cudaSuccess) return err;
         if (cudaError_t err = backward_pass(t); err != cudaSuccess) return err;
     }
     if (grad_b0 == nullptr) {  // gs_0 from the t = 1 pass's sums (at one iteration, from grad_v)
-        passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, 0, iterations, g);
+        if (cudaError_t err = backward_rows(0); err != cudaSuccess) return err;
     }
     grad_u_hat_kernel(w.trace, iterations, grad_u_hat, stream);
     if (grad_b0 != nullptr) {
