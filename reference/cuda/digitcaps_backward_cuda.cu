@@ -553,30 +553,17 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int
 }
 
 // The row kernels: a warp per (b, j) row, lane e.
-// The chunks' partial sums of a row's element: lane e's, or where out_dim
-// is at most 16 lanes e and e + 16 each half of the chunks (both get the
-// total); 8 sums in flight a lane, so that 8 loads are, added in a fixed
-// order. The row kernels are a warp a row, ~10 warps an SM at MNIST b128:
-// with one sum a lane (and lanes past out_dim idle) forward_rows took
-// 12.7 us under ncu's full set, waiting on its loads (bench/results/
-// nvidia-h200-tensor-backward/, run 3). Called by every lane of the warp.
-__device__ inline float chunks_sum(const float *__restrict__ partial, i64 row, int lane, const Geometry &g) {
-    const bool halves = g.E <= 16;
-    const int e = halves ? lane % 16 : lane, stride = halves ? 2 : 1;
-    float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+// The chunks' partial sums of (row, e), 0 past out_dim. Summing 8 chunks at
+// a time over both half-warps, with the row kernels launched overlapping the
+// pass ahead, was measured (bench/results/nvidia-h200-tensor-backward/, run
+// 7): version 3 at MNIST b128 9 us slower (255 against 246), version 2 6 us
+// faster; this simpler one was kept.
+__device__ inline float chunks_sum(const float *__restrict__ partial, i64 row, int e, const Geometry &g) {
+    float sum = 0.0f;
     if (e < g.E) {
-        const float *p = partial + row * g.E + e;
-        const i64 step = g.B * g.J * g.E;
-        i64 ch = halves ? lane / 16 : 0;
-        for (; ch + 7 * stride < g.chunks; ch += 8 * stride) {
-#pragma unroll
-            for (int n = 0; n < 8; n++) sum[n] += p[(ch + n * stride) * step];
-        }
-        for (int n = 0; ch < g.chunks; ch += stride, n++) sum[n] += p[ch * step];
+        for (i64 ch = 0; ch < g.chunks; ch++) sum += partial[(ch * g.B * g.J + row) * g.E + e];
     }
-    float total = ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
-    if (halves) total += __shfl_xor_sync(0xffffffffu, total, 16);
-    return total;
+    return sum;
 }
 __device__ inline float warp_sum(float x) {
     for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -594,8 +581,6 @@ __device__ inline double warp_sum(double x) {
 // s_t = the partial sums added, v_t = squash(s_t), v_sum_{t+1} = v_sum_t + v_t.
 __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__restrict__ partial, Trace trace, int t,
                                                                int iterations, Geometry g) {
-    digitcaps_shared::wait_for_previous_kernel();  // the pass ahead's partial sums
-    digitcaps_shared::let_next_kernel_start();
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
@@ -616,8 +601,6 @@ __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__re
 __global__ void __launch_bounds__(32 * kRowWarps) backward_rows(const float *__restrict__ partial,
                                                                 const float *__restrict__ grad_v, Trace trace, int t,
                                                                 int iterations, Geometry g) {
-    digitcaps_shared::wait_for_previous_kernel();  // the pass ahead's partial sums
-    digitcaps_shared::let_next_kernel_start();
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
@@ -725,18 +708,13 @@ cudaError_t enqueue_iterations(const passes::Geometry &g, const PassesScratch &w
                                ForwardPass forward_pass, BackwardPass backward_pass, GradUHat grad_u_hat_kernel) {
     const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
     const unsigned row_threads = 32 * passes::kRowWarps;
-    // The row kernels may start while the pass ahead of them ends
-    // (programmatic dependent launch; they wait for it first), and let the
-    // pass after them do the same where it is launched so (version 3's).
     auto forward_rows = [&](int t) {
-        return digitcaps_shared::launch_overlapping(passes::forward_rows, dim3(row_blocks), dim3(row_threads), 0,
-                                                    stream, static_cast<const float *>(w.partial), w.trace, t,
-                                                    iterations, g);
+        passes::forward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, w.trace, t, iterations, g);
+        return cudaGetLastError();
     };
     auto backward_rows = [&](int t) {
-        return digitcaps_shared::launch_overlapping(passes::backward_rows, dim3(row_blocks), dim3(row_threads), 0,
-                                                    stream, static_cast<const float *>(w.partial), grad_v, w.trace,
-                                                    t, iterations, g);
+        passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, t, iterations, g);
+        return cudaGetLastError();
     };
     for (int t = 0; t < iterations; t++) {
         if (cudaError_t err = forward_pass(t); err != cudaSuccess) return err;
