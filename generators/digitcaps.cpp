@@ -62,6 +62,10 @@ Func max_over(const std::string &name, const std::vector<Var> &args, const RDom 
     return f;
 }
 
+// x's value with a zero derivative for Halide's autodiff, which takes a
+// reinterpretation of the bits for a bit manipulation (no gradient).
+Expr autodiff_constant(const Expr &x) { return reinterpret(x.type(), reinterpret(UInt(x.type().bits()), x)); }
+
 // squash over e of s(e, rows...):
 //   m = max(max_e |s_e|, FLT_MIN), t = s / m, n2t = |t|^2 (in [1, E] unless s = 0)
 //   |s|^2 / (1 + |s|^2) = n2c / (1 + n2c), n2c = min(m, 1e10)^2 n2t: beyond
@@ -70,6 +74,24 @@ Func max_over(const std::string &name, const std::vector<Var> &args, const RDom 
 //                                  = m / sqrt(m^2 n2t + eps)         for m < 1
 // No step overflows or divides by zero for any finite s, so s = 0 gives 0 and
 // |s| from 1e-38 to 3e38 gives finite results.
+// for_autodiff (Halide's propagate_adjoints differentiates this):
+//  - m is held constant (autodiff_constant): v as a function of s and m does
+//    not depend on m (m only rescales), so that partial is exactly 0, but
+//    autodiff summed it from terms like -s / (m * m), where m * m underflows
+//    to 0 at |s| ~ 1e-24 (NaN gradients) and overflows past 1.8e19.
+//  - n2c is clamped at 1e4^2 n2t, not 1e10^2: the derivative of
+//    n2c / (1 + n2c) has (1 + n2c)^2, which overflowed to inf, so its
+//    -n2c / (1 + n2c)^2 became 0 and left 1 / (1 + n2c), times mc^2 = 1e20
+//    to n2t: grad_s ~100% off at |s| ~ 1e15. From m = 1e4, n2c >= 1e8 >
+//    2^25 and the factor is exactly 1 under either clamp.
+//  - each select branch reads m clamped to its own side of 1 (the same value
+//    where taken), so that no partial of the unused branch is inf: autodiff
+//    multiplies those by a zero adjoint, and 0 * inf is NaN (in a standalone
+//    check Halide's rewriting of selects in adjoints already avoided it;
+//    this does not rely on that).
+// With these root_autodiff matches the float64 reference to ~2e-7 at
+// u_hat x 1e-6 and 1e15 and gives finite ~0 gradients at 1e-25 (measured
+// 2026-11-28, the hard-input backward test in tests/test_digitcaps_cpu.cpp).
 halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, const std::vector<Var> &rows, RDom re,
                                    bool for_autodiff = false) {
     halcaps::SquashStages q;
@@ -78,8 +100,9 @@ halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, co
 
     q.max_abs = max_over(prefix + "_max_abs", rows, re, re.x.extent(), abs(s(at_r)), FLT_MIN, for_autodiff);
 
+    const Expr m = for_autodiff ? autodiff_constant(q.max_abs(row_args)) : q.max_abs(row_args);
     q.norm2_scaled = Func(prefix + "_norm2_scaled");
-    const Expr t_r = s(at_r) / q.max_abs(row_args);
+    const Expr t_r = s(at_r) / m;
     q.norm2_scaled(row_args) = 0.0f;
     q.norm2_scaled(row_args) += t_r * t_r;
 
@@ -87,11 +110,13 @@ halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, co
     for (const Var &v : rows) at_e.push_back(v);
     std::vector<Var> v_args{e};
     v_args.insert(v_args.end(), rows.begin(), rows.end());
-    const Expr m = q.max_abs(row_args), n2t = q.norm2_scaled(row_args);
-    const Expr mc = min(m, 1e10f);
+    const Expr n2t = q.norm2_scaled(row_args);
+    const Expr mc = min(m, for_autodiff ? 1e4f : 1e10f);
     const Expr n2c = mc * mc * n2t;
     const Expr length_factor = n2c / (1.0f + n2c);
-    const Expr w = select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m) / m), m / sqrt(m * m * n2t + kSquashEpsilon));
+    const Expr m_big = for_autodiff ? max(m, 1.0f) : m, m_small = for_autodiff ? min(m, 1.0f) : m;
+    const Expr w = select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m_big) / m_big),
+                          m_small / sqrt(m_small * m_small * n2t + kSquashEpsilon));
     q.v = Func(prefix + "_v");
     q.v(v_args) = length_factor * w * (s(at_e) / m);
     return q;
@@ -729,6 +754,8 @@ public:
 // schedules then match the float64 reference to ~3e-7 (measured 2026-11-21,
 // 1 and 3 iterations, B=2..32). The inputs stay behind repeat_edge: values
 // read there are only ever multiplied by those zero adjoints.
+// On numerically hard inputs (tiny and huge u_hat) the squash needed its own
+// care for autodiff: define_squash, for_autodiff.
 //
 // Which is faster on the CPU: the hand-derived backward. Measured 2026-11-21,
 // B=32 I=1152 K=8 J=10 E=16, 3 iterations, 2-core AMD EPYC: hand 68 ms,
