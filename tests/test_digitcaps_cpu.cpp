@@ -110,70 +110,14 @@ TEST_CASE("routing: hard inputs (huge and tiny u_hat, large logits)", "[routing]
     }
 }
 
-// The gradients on the forward's hard inputs, by every CPU backward,
-// Halide's autodiff (root_autodiff) included: it gave NaN at u_hat x 1e-25
-// and was 0.7 to 1.3 off norm-wise at 1e15 (measured 2026-11-28) until
-// define_squash, for_autodiff, held its scale m = max |s| constant and
-// clamped its length factor lower (generators/digitcaps.cpp says why).
-// 1e-25: the reference's gradients (~1e-44) are beyond float32, so finite
-// and no larger than 1e-30 is what is checked; 1e-6 and 1e15 against the
-// reference (its conditioned check).
-// Large logits (b0 x 80) with u_hat x 1e15 are left out: there grad_b0 is
-// a difference of terms ~1e5 times its size (a softmax saturated but for
-// near ties, measured 7e-4 relative off in float32 at 1 iteration, where the
-// terms' own rounding allows that), which float32 cannot resolve.
+// The gradients on the forward's hard inputs (digitcaps_checks.h), by every
+// CPU backward, Halide's autodiff (root_autodiff) included: it gave NaN at
+// u_hat x 1e-25 and was 0.7 to 1.3 off norm-wise at 1e15 (measured
+// 2026-11-28) until define_squash, for_autodiff, held its scale m = max |s|
+// constant and clamped its length factor lower (generators/digitcaps.cpp
+// says why).
 TEST_CASE("routing: hard inputs for the backward (huge and tiny u_hat and u, large logits)", "[routing]") {
-    const DigitCapsShape s{3, 9, 4, 5, 8};
-    const std::vector<std::pair<float, float>> cases = {{1e-25f, 1.0f}, {1e-25f, 80.0f}, {1e-6f, 1.0f},
-                                                        {1e-6f, 80.0f}, {1e15f, 1.0f}};
-    for (const auto &[scale, logit_scale] : cases) {
-        for (int iterations : {1, 3}) {
-            INFO("seed " << seed() << ", scale " << scale << ", b0 scale " << logit_scale << ", " << iterations
-                         << " iterations");
-            auto scaled_u_hat = [&](DigitCapsProblem &p) {
-                for (float &x : p.u_hat) x *= scale;
-                for (float &x : p.b0) x *= logit_scale;
-            };
-            auto scaled_u = [&](DigitCapsProblem &p) {
-                for (float &x : p.u) x *= scale;
-                for (float &x : p.b0) x *= logit_scale;
-            };
-            auto finite_and_tiny = [](const char *what, const std::vector<float> &x) {
-                INFO(what);
-                for (float y : x) {
-                    REQUIRE(std::isfinite(y));
-                    REQUIRE(std::fabs(y) <= 1e-30f);
-                }
-            };
-            for (const auto &impl : implementations("route_backward", iterations, Device::cpu)) {
-                if (scale >= 1e-20f) {
-                    check_route_backward(impl, s, iterations, true, Device::cpu, scaled_u_hat);
-                    continue;
-                }
-                INFO("route_backward " << impl);
-                DigitCapsProblem p(s);
-                scaled_u_hat(p);
-                REQUIRE(route_backward(p.u_hat_v(), p.b0_v(), p.grad_v_v(), p.grad_u_hat_v(), p.grad_b0_v(),
-                                       iterations, device_options(Device::cpu, impl))
-                            .ok());
-                finite_and_tiny("grad_u_hat", p.grad_u_hat);
-            }
-            for (const auto &impl : implementations("digitcaps_backward", iterations, Device::cpu)) {
-                if (scale >= 1e-20f) {
-                    check_digitcaps_backward(impl, s, iterations, true, Device::cpu, scaled_u);
-                    continue;
-                }
-                INFO("digitcaps_backward " << impl);
-                DigitCapsProblem p(s);
-                scaled_u(p);
-                REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(),
-                                           p.grad_b0_v(), iterations, device_options(Device::cpu, impl))
-                            .ok());
-                finite_and_tiny("grad_u", p.grad_u);
-                finite_and_tiny("grad_W", p.grad_W);
-            }
-        }
-    }
+    check_backward_on_hard_inputs(Device::cpu);
 }
 
 TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {

@@ -211,8 +211,9 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
 //   backward     gc = u_hat . gs_t, G_t = G_{t+1} + c_t (gc - sum_j c_t gc)
 //                (stored, every t) and the chunk's share of gv_{t-1} = sum_i
 //                G_t u_hat, for t = r-1 .. 1; t = 0 (G_0) only for grad_b0.
-// grad_u_hat     sum_t c_t gs_t + sum_{t < r-1} G_{t+1} v_t: a thread per 8
-//                floats of a row (out_dim a multiple of 4), else per row.
+// grad_u_hat     sum_t c_t gs_t + sum_{t < r-1} G_{t+1} v_t: a thread per 4
+//                floats of a row for 4 input capsules (out_dim a multiple of
+//                4), else per row.
 // row kernels    a warp per (b, j) row, lane e: the chunks' partial sums
 //                added; forward: s_t kept, v_t = squash(s_t), v_sum_{t+1}
 //                = v_sum_t + v_t; backward: gs_t = squash_backward(s_t,
@@ -223,13 +224,14 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
 // registers): route_backward_passes_refusal.
 //
 // Measured 2026-11-28 on an NVIDIA H200 (bench/results/
-// nvidia-h200-hand-backward/, run 9, `halcaps bench --op
-// digitcaps_backward`, grad_b0 not asked for): MNIST b128 365.8 us, b512
-// 1216.8, against the Halide default rows_vectors' 624.7 / 2024.0, version
-// 1's 2730.4 / 7003.3 and torch.compile's forward and backward 1372.4 /
-// 5174.8 in the same call. Under ncu at b128: a forward pass 39 us, a
-// backward pass 36-40, grad_u_hat 61 (run 8); the staged forward 28-30, the
-// tensor-core gradients 48, the row kernels 3 each (runs 2 and 2b). Before, as (j, e) lanes
+// nvidia-h200-tensor-backward/, run 8, `halcaps bench --op
+// digitcaps_backward`, grad_b0 not asked for): MNIST b128 342.6 us, b512
+// 1144.3, against version 3's 243.8 / 744.2, the Halide default
+// rows_vectors' 623.1 / 2028.6 and version 1's 2673.0 / 6931.5 in the same
+// call. Under ncu at b128 (run 6): a forward pass 38-40 us, a backward pass
+// 35-41, grad_u_hat 42.0, the staged forward 28, the tensor-core gradients
+// 49, the row kernels 3-4.5 each. Before grad_u_hat_columns (bench/results/
+// nvidia-h200-hand-backward/, run 9): 365.8 / 1216.8 us. Before, as (j, e) lanes
 // (a lane an element, dots by shuffles), the passes issued 250-500
 // instructions a row and the layer took 720-1370 us (runs 1-4).
 // ---------------------------------------------------------------------------
@@ -431,19 +433,19 @@ __global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__
 // floats of a row (b, j) for kColumnInputs input capsules, so that it loads
 // its pieces of gs_t and v_t once for all of them, and a warp's 16-byte
 // stores are 512 contiguous bytes. Else (grad_u_hat_rows) a thread a row.
-// On an H200 under ncu at MNIST b128 (bench/results/
-// nvidia-h200-tensor-backward/, runs 2-4), with a flat grid: a thread per 8
-// floats of one (b, i, j) row, 59.2 us; 8 floats of a row for 4 input
-// capsules, 69.0 us; 4 floats of a row for 4, 62.9 us; each issue-bound on
-// the 64-bit divisions that placed a thread.
-constexpr int kColumnInputs = 4;
 // Block (columns, groups): threadIdx.x a column (4 floats of a row (b, j)),
 // threadIdx.y a group of kColumnInputs input capsules; blockIdx.x the batch
 // row, blockIdx.y (striding by gridDim.y) the block's groups. R: the
-// iteration count where it is at most kUnrolledIterations (every load issued
-// before the first FMA), else 0 (a loop over the iterations, each one's
-// loads waited for before the next's). Under ncu at MNIST b128 (run 5) the
-// loop's version waited on its loads (three round trips a thread): 66.6 us.
+// iteration count where it is at most kUnrolledIterations, so that every
+// load of a thread is issued before its first FMA; else 0, a loop over the
+// iterations, each one's loads waited for before the next's.
+// On an H200 under ncu at MNIST b128 (bench/results/
+// nvidia-h200-tensor-backward/, runs 2-6): a thread per 8 floats of one (b,
+// i, j) row, 59.2 us; 8 floats of a row for 4 input capsules, 69.0; 4
+// floats, 62.9; the same on this 2D grid, 66.6; all with the loop over the
+// iterations, waiting on each one's loads (three of every four stall
+// cycles, run 4). With the loads issued first: 44.5 us.
+constexpr int kColumnInputs = 4;
 constexpr int kUnrolledIterations = 5;
 template <int EM, int R>
 __global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, int iterations,
@@ -830,6 +832,15 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 //                         c_t gc) (stored), the chunk's share of sum_i G_t u_hat;
 // with version 2's row kernels between them, version 2's grad_u_hat (from c,
 // G and the rows: no u_hat) and the prediction's tensor-core gradients.
+//
+// Measured 2026-11-28 on an NVIDIA H200 (bench/results/
+// nvidia-h200-tensor-backward/, run 8, `halcaps bench --op
+// digitcaps_backward`, grad_b0 not asked for): MNIST b128 243.8 us, b512
+// 744.2 (136 MB of device memory at b128, version 2's 226 MB), against
+// version 2's 342.6 / 1144.3 and torch.compile's forward and backward 1371.6
+// / 5180.6 in the same call. Under ncu at b128 (run 6): first pass 15.0 us,
+// the passes storing c 24.6-25.1, the backward passes 25.4-29.5, grad_u_hat
+// 44.5, the gradients 51.1, first_coefficients 4.0.
 // ---------------------------------------------------------------------------
 namespace {
 

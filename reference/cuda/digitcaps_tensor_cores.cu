@@ -48,6 +48,13 @@
 // of every j are in a lane's registers (2 x out_caps x 8 floats at out_dim
 // 16; at out_caps above 10 with out_dim above 8 they spill, 588 bytes).
 //
+// The same pass kernel runs backward version 3's passes
+// (digitcaps_backward_cuda.cu, through digitcaps_tensor_pass): the forward's
+// replay storing c, and the backward's passes (PassMode below); the forward
+// measured the same with those modes added (bench/results/
+// nvidia-h200-tensor-backward/, run 1: MNIST b128 60.7-61.0 us against
+// 60.7-60.8, alternating).
+//
 // The passes after the first and the squash kernels are launched
 // overlapping the kernel ahead of them (programmatic dependent launch,
 // digitcaps_shared.cuh): a pass zeros its shared memory and copies its
