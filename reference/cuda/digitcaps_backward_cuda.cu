@@ -39,11 +39,22 @@ using naive_steps::blocks_for;
 using naive_steps::i64;
 using naive_steps::kThreads;
 
-// gs[b, j, :] = dL/ds from gv = dL/dv for v = squash(s); one thread per
-// (b, j). With n2 = |s|^2 and v = f(n2) s, f(n2) = n2 / ((1 + n2) sqrt(n2 + eps)):
-//   gs = f gv + 2 f'(n2) (s . gv) s,
+// The squash's gradient: with n2 = |s|^2 and v = f(n2) s, f(n2) = n2 / ((1 +
+// n2) sqrt(n2 + eps)), dL/ds = f gv + 2 f'(n2) (s . gv) s, and
 //   2 f'(n2) = (n2 + 2 eps - n2^2) / ((1 + n2)^2 (n2 + eps)^(3/2)).
-// In double: |s|^2 of a float row fits (up to ~1e78) and nothing cancels.
+// Returns (f, 2 f'(n2)) from n2, in double: |s|^2 of a float row fits (up to
+// ~1e78) and nothing cancels. Both versions' row kernels use it.
+struct SquashSlopes {
+    double f, two_df;
+};
+__device__ inline SquashSlopes squash_slopes(double n2) {
+    const double eps = 1e-9;  // DESIGN.md §1.2
+    const double root = sqrt(n2 + eps);
+    return {n2 / ((1 + n2) * root), (n2 + 2 * eps - n2 * n2) / ((1 + n2) * (1 + n2) * (n2 + eps) * root)};
+}
+
+// gs[b, j, :] = dL/ds from gv = dL/dv for v = squash(s); one thread per
+// (b, j).
 __global__ void squash_backward_rows(const float *__restrict__ s, const float *__restrict__ gv,
                                      float *__restrict__ gs, i64 BJ, i64 E) {
     const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -54,10 +65,8 @@ __global__ void squash_backward_rows(const float *__restrict__ s, const float *_
         n2 += double(s_row[e]) * s_row[e];
         s_dot_gv += double(s_row[e]) * gv_row[e];
     }
-    const double eps = 1e-9;  // DESIGN.md §1.2
-    const double f = n2 / ((1 + n2) * sqrt(n2 + eps));
-    const double two_df = (n2 + 2 * eps - n2 * n2) / ((1 + n2) * (1 + n2) * (n2 + eps) * sqrt(n2 + eps));
-    for (i64 e = 0; e < E; e++) gs[n * E + e] = float(f * gv_row[e] + two_df * s_dot_gv * s_row[e]);
+    const SquashSlopes d = squash_slopes(n2);
+    for (i64 e = 0; e < E; e++) gs[n * E + e] = float(d.f * gv_row[e] + d.two_df * s_dot_gv * s_row[e]);
 }
 
 // grad_u_hat[b, i, j, e] = c[b, i, j] gs[b, j, e] (+ G[b, i, j] v[b, j, e]
@@ -599,7 +608,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__re
 }
 
 // gs_t = squash_backward(s_t, gv_t), gv_t = grad_v (last iteration) or the
-// partial sums added. As version 1's squash_backward_rows, in double.
+// partial sums added. As version 1's squash_backward_rows (squash_slopes, in double).
 __global__ void __launch_bounds__(32 * kRowWarps) backward_rows(const float *__restrict__ partial,
                                                                 const float *__restrict__ grad_v, Trace trace, int t,
                                                                 int iterations, Geometry g) {
@@ -612,10 +621,8 @@ __global__ void __launch_bounds__(32 * kRowWarps) backward_rows(const float *__r
     const float gv = e >= g.E ? 0.0f : last ? grad_v[n] : summed;
     const double s = e < g.E ? trace.s[t * trace.BJE + n] : 0.0f;
     const double n2 = warp_sum(s * s), s_dot_gv = warp_sum(s * gv);
-    const double eps = 1e-9;
-    const double f = n2 / ((1 + n2) * sqrt(n2 + eps));
-    const double two_df = (n2 + 2 * eps - n2 * n2) / ((1 + n2) * (1 + n2) * (n2 + eps) * sqrt(n2 + eps));
-    if (e < g.E) trace.gs[t * trace.BJE + n] = float(f * gv + two_df * s_dot_gv * s);
+    const SquashSlopes d = squash_slopes(n2);
+    if (e < g.E) trace.gs[t * trace.BJE + n] = float(d.f * gv + d.two_df * s_dot_gv * s);
 }
 
 }  // namespace passes
