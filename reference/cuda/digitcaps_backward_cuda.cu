@@ -462,11 +462,11 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, 
     constexpr int kFloats = 4, kPieces = EM / kFloats;  // a row's pieces
     const int column = int(threadIdx.x), j = column / kPieces, first = column % kPieces * kFloats;
     const i64 b = blockIdx.x;
+    const float *gs_row = trace.gs + (b * g.J + j) * g.E + first, *v_row = trace.v + (b * g.J + j) * g.E + first;
     for (i64 group = i64(blockIdx.y) * blockDim.y + threadIdx.y;; group += i64(gridDim.y) * blockDim.y) {
         const i64 i_first = group * kColumnInputs;
         if (i_first >= g.I) return;
         const int inputs = int(min(i64(kColumnInputs), g.I - i_first));
-        const float *gs_row = trace.gs + (b * g.J + j) * g.E + first, *v_row = trace.v + (b * g.J + j) * g.E + first;
         const i64 bij_first = (b * g.I + i_first) * g.J + j;
         const float *c_at = trace.c + bij_first, *G_at = trace.G + trace.BIJ + bij_first;
         float grad[kColumnInputs][kFloats];
@@ -852,22 +852,22 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 namespace {
 
 // c_0[b, i, j] = softmax(b0[i, :])_j for every batch row: a thread per (i,
-// j), computed as the first pass computes it (base 2, the same steps; 1 / J
-// without b0), written for the batch rows blockIdx.y, + gridDim.y, ... (its
-// stores, over consecutive (i, j), coalesced; a thread per (b, i) writing its
-// row took 17.5 us at MNIST b128 under ncu, run 1).
+// j), by the first pass's own steps (digitcaps_shared.cuh's base-2 softmax;
+// 1 / J without b0), written for the batch rows blockIdx.y, + gridDim.y, ...
+// (its stores, over consecutive (i, j), coalesced; a thread per (b, i)
+// writing its row took 17.5 us at MNIST b128 under ncu, run 1).
+constexpr int kTensorMaxOutCaps = 16;  // version 3's out_caps limit (digitcaps_tensor_refusal)
 __global__ void first_coefficients(const float *__restrict__ b0, float *__restrict__ c, i64 B, i64 I, int J) {
     const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
     if (n >= I * J) return;
     float value = 1.0f / float(J);
     if (b0 != nullptr) {
-        const float *logits = b0 + n / J * J;
-        constexpr float kLog2e = 1.44269504f;
-        float top = kLog2e * logits[0];
-        for (int j = 1; j < J; j++) top = fmaxf(top, kLog2e * logits[j]);
-        float total = 0.0f;
-        for (int j = 0; j < J; j++) total += digitcaps_shared::exp2_ftz(kLog2e * logits[j] - top);
-        value = digitcaps_shared::exp2_ftz(kLog2e * b0[n] - top) * __fdividef(1.0f, total);
+        float row[kTensorMaxOutCaps];  // -inf past J: zeros after the softmax, no change to its sums
+        digitcaps_shared::base2_logits_of_b0(b0 + n / J * J, J, row);
+        digitcaps_shared::softmax_base2(row);
+        const int j = int(n % J);
+#pragma unroll
+        for (int jj = 0; jj < kTensorMaxOutCaps; jj++) value = jj == j ? row[jj] : value;  // no indexed registers
     }
     for (i64 b = blockIdx.y; b < B; b += gridDim.y) c[b * I * J + n] = value;
 }

@@ -1,6 +1,7 @@
 // Pieces the hand-written DigitCaps layers share (digitcaps_cuda.cu's
 // versions 1 and 2, digitcaps_tensor_cores.cu's version 3): the squash of a
-// row, base-2 exponentials for the softmax, the kernel that adds the chunks'
+// row, base-2 exponentials for the softmax and version 3's base-2 softmax
+// (which the backward's version 3 shares), the kernel that adds the chunks'
 // partial sums over input capsules and squashes them, and two host helpers
 // of the fused versions' plans and refusals.
 #pragma once
@@ -34,6 +35,41 @@ __device__ inline float exp2_ftz(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
+}
+
+// The softmax over output capsules in base 2, as the tensor-core layer's
+// passes take it (digitcaps_tensor_cores.cu) and the backward's c_0 with it
+// (digitcaps_backward_cuda.cu's first_coefficients), so that both give the
+// same coefficients.
+constexpr float kLog2e = 1.44269504f;
+
+// The logits b0[i, j] of one row in base 2 (zeros without b0, -inf past J).
+template <int JM>
+__device__ inline void base2_logits_of_b0(const float *b0_row, int J, float (&c)[JM]) {
+#pragma unroll
+    for (int j = 0; j < JM; j++) c[j] = j < J ? kLog2e * b0_row[j] : -INFINITY;
+}
+
+// The softmax over j of base-2 logits, in place (-inf gives 0). With
+// kLanePair, c holds half of the row's j and the lane's partner (lane ^ 1)
+// the other half, so that the max and the sum are taken over both lanes;
+// the lanes' halves together must hold a finite logit.
+template <bool kLanePair = false, int JM>
+__device__ inline void softmax_base2(float (&c)[JM]) {
+    float top = c[0];
+#pragma unroll
+    for (int j = 1; j < JM; j++) top = fmaxf(top, c[j]);
+    if (kLanePair) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+    float total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < JM; j++) {
+        c[j] = exp2_ftz(c[j] - top);
+        total += c[j];
+    }
+    if (kLanePair) total += __shfl_xor_sync(0xffffffffu, total, 1);
+    const float inverse = __fdividef(1.0f, total);  // total in [1, JM]: MUFU.RCP, no slow path
+#pragma unroll
+    for (int j = 0; j < JM; j++) c[j] *= inverse;
 }
 
 // Programmatic dependent launch (sm_90 on): a kernel launched by

@@ -164,7 +164,10 @@ namespace {
 namespace tensor {
 
 using i64 = int64_t;
+using digitcaps_shared::base2_logits_of_b0;
 using digitcaps_shared::exp2_ftz;
+using digitcaps_shared::kLog2e;
+using digitcaps_shared::softmax_base2;
 using tf32::conflict_free_stride;
 using tf32::set_zero;
 using tf32::Split;
@@ -273,8 +276,6 @@ __device__ inline float2 w_pair(const float *W_s, int j, int nt, int ks, int g, 
     return *reinterpret_cast<const float2 *>(W_s + (j * V::EP + 8 * nt + g) * V::WS + 8 * ks + 2 * t);
 }
 
-constexpr float kLog2e = 1.44269504f;
-
 // Calls `call` with the block's i-lane count as a compile-time constant
 // (std::integral_constant), so that loops over the i-lanes unroll: 1, 2 or
 // 4 (m_tiles x i_lanes warps, which digitcaps_tensor checks).
@@ -287,35 +288,6 @@ __device__ inline void with_lane_count(int i_lanes, Call call) {
     } else {
         call(std::integral_constant<int, 1>());
     }
-}
-
-// The logits b0[i, j] of one row in base 2 (zeros without b0, -inf past J).
-template <int JM>
-__device__ inline void base2_logits_of_b0(const float *b0_row, int J, float (&c)[JM]) {
-#pragma unroll
-    for (int j = 0; j < JM; j++) c[j] = j < J ? kLog2e * b0_row[j] : -INFINITY;
-}
-
-// The softmax over j of base-2 logits, in place (-inf gives 0). With
-// kLanePair, c holds half of the row's j and the lane's partner (lane ^ 1)
-// the other half, so that the max and the sum are taken over both lanes;
-// the lanes' halves together must hold a finite logit.
-template <bool kLanePair = false, int JM>
-__device__ inline void softmax_base2(float (&c)[JM]) {
-    float top = c[0];
-#pragma unroll
-    for (int j = 1; j < JM; j++) top = fmaxf(top, c[j]);
-    if (kLanePair) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-    float total = 0.0f;
-#pragma unroll
-    for (int j = 0; j < JM; j++) {
-        c[j] = exp2_ftz(c[j] - top);
-        total += c[j];
-    }
-    if (kLanePair) total += __shfl_xor_sync(0xffffffffu, total, 1);
-    const float inverse = __fdividef(1.0f, total);  // total in [1, JM]: MUFU.RCP, no slow path
-#pragma unroll
-    for (int j = 0; j < JM; j++) c[j] *= inverse;
 }
 
 // V: the instantiation (Variant); kFirst: the first iteration, whose

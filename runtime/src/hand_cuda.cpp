@@ -214,16 +214,22 @@ Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const 
 
 namespace {
 
-// cuda_tensor's refusal of a shape beyond its limits (forward and backward:
-// the same pass kernel), as passes_refusal.
-Status tensor_refusal(const std::string &op, const ref::DigitCapsLayerShape &layer) {
-    const ref::DigitCapsFusedRefusal refusal = ref::digitcaps_tensor_refusal(layer);
+// A hand-written layer's refusal of a shape beyond its limits
+// (unsupported_shape: what the implementation keeps where, its limits, and
+// the extent past them), before any device work; success where it applies.
+Status refusal_status(const std::string &op, const std::string &implementation, const std::string &limits,
+                      const ref::DigitCapsFusedRefusal &refusal) {
     if (refusal.extent == nullptr) return Status::success();
-    return {StatusCode::unsupported_shape,
-            op + ": implementation 'cuda_tensor' keeps u_hat and the sums of every output capsule in a warp's "
-                 "registers and in_dim in two tensor-core steps: out_caps, out_dim and in_dim must each be at most "
-                 "16; " +
-                refusal.extent + " is " + std::to_string(refusal.value)};
+    return {StatusCode::unsupported_shape, op + ": implementation '" + implementation + "' " + limits + "; " +
+                                               refusal.extent + " is " + std::to_string(refusal.value)};
+}
+
+// cuda_tensor's refusal (forward and backward: the same pass kernel).
+Status tensor_refusal(const std::string &op, const ref::DigitCapsLayerShape &layer) {
+    return refusal_status(op, "cuda_tensor",
+                          "keeps u_hat and the sums of every output capsule in a warp's registers and in_dim in two "
+                          "tensor-core steps: out_caps, out_dim and in_dim must each be at most 16",
+                          ref::digitcaps_tensor_refusal(layer));
 }
 
 }  // namespace
@@ -235,13 +241,13 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
     const bool fused = implementation == "cuda_fused", tensor = implementation == "cuda_tensor";
     const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
     if (fused) {
-        const ref::DigitCapsFusedRefusal refusal = ref::digitcaps_fused_refusal(layer);
-        if (refusal.extent != nullptr) {
-            return {StatusCode::unsupported_shape,
-                    op + ": implementation 'cuda_fused' puts a warp per output capsule in one block and keeps a "
-                         "thread's out_dim values in registers: out_caps must be at most 16, out_dim at most 32 and "
-                         "in_dim at most 16; " +
-                        refusal.extent + " is " + std::to_string(refusal.value)};
+        if (Status s = refusal_status(op, implementation,
+                                      "puts a warp per output capsule in one block and keeps a thread's out_dim "
+                                      "values in registers: out_caps must be at most 16, out_dim at most 32 and "
+                                      "in_dim at most 16",
+                                      ref::digitcaps_fused_refusal(layer));
+            !s.ok()) {
+            return s;
         }
     }
     if (tensor) {
@@ -289,15 +295,12 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
 
 namespace {
 
-// cuda_passes' refusal of a shape beyond its limits (unsupported_shape,
-// naming the extent), before any device work; success where it applies.
+// cuda_passes' refusal of a shape beyond its limits.
 Status passes_refusal(const std::string &op, const ref::RoutingShape &shape) {
-    const ref::DigitCapsFusedRefusal refusal = ref::route_backward_passes_refusal(shape);
-    if (refusal.extent == nullptr) return Status::success();
-    return {StatusCode::unsupported_shape,
-            op + ": implementation 'cuda_passes' keeps a row of u_hat in a warp's lanes, a lane an output capsule "
-                 "with its out_dim values in registers: out_caps and out_dim must each be at most 32; " +
-                refusal.extent + " is " + std::to_string(refusal.value)};
+    return refusal_status(op, "cuda_passes",
+                          "keeps a row of u_hat in a warp's lanes, a lane an output capsule with its out_dim values "
+                          "in registers: out_caps and out_dim must each be at most 32",
+                          ref::route_backward_passes_refusal(shape));
 }
 
 // cuda_passes' plan, with its failure as a status.
