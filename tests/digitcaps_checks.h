@@ -243,6 +243,69 @@ inline void check_digitcaps_backward(const std::string &impl, const DigitCapsSha
     require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations));
 }
 
+// The layer by `impl` on one fresh problem, against the reference: digitcaps,
+// or (with_s) digitcaps_with_s, its routing_s checked too.
+inline void check_digitcaps_forward(const std::string &impl, bool with_s, const DigitCapsShape &shape, int iterations,
+                                    bool with_b0, Device device) {
+    const char *op = with_s ? "digitcaps_with_s" : "digitcaps";
+    INFO(op << " " << impl);
+    DigitCapsProblem p(shape);
+    std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+    const TensorView b0_view = with_b0 ? p.b0_v() : TensorView{};
+    const Options options = device_options(device, impl);
+    const Status st = with_s ? digitcaps_with_s(p.u_v(), p.W_v(), b0_view, p.v_v(),
+                                                p.routing_s_v(routing_s, iterations), iterations, options)
+                             : digitcaps(p.u_v(), p.W_v(), b0_view, p.v_v(), iterations, options);
+    INFO(st.message);
+    if (refuses_shape(impl, shape)) {
+        require_refusal(impl, st);
+        return;
+    }
+    REQUIRE(st.ok());
+    const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
+    const float *b0 = with_b0 ? p.b0.data() : nullptr;
+    const double *b0_n = with_b0 ? b0_nudged.data() : nullptr;
+    require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+                              reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    if (!with_s) return;
+    require_close_conditioned(
+        "routing_s", routing_s, reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+        reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+}
+
+// digitcaps_backward_with_s by `impl` on one fresh problem, from the s of the
+// same implementation's digitcaps_with_s where it has one (training's pair),
+// else the device's default's; against the reference. A shape the backward
+// refuses is refused before any read of s.
+inline void check_digitcaps_backward_with_s(const std::string &impl, const DigitCapsShape &shape, int iterations,
+                                            bool with_b0, Device device) {
+    INFO("digitcaps_backward_with_s " << impl);
+    DigitCapsProblem p(shape);
+    std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+    const TensorView b0 = with_b0 ? p.b0_v() : TensorView{};
+    auto backward = [&] {
+        return digitcaps_backward_with_s(p.u_v(), p.W_v(), b0, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
+                                         p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations,
+                                         device_options(device, impl));
+    };
+    if (refuses_shape(impl, shape)) {
+        const Status st = backward();
+        INFO(st.message);
+        require_refusal(impl, st);
+        return;
+    }
+    const std::vector<std::string> forwards = implementations("digitcaps_with_s", iterations, device);
+    const bool own_forward = std::find(forwards.begin(), forwards.end(), impl) != forwards.end();
+    Status st = digitcaps_with_s(p.u_v(), p.W_v(), b0, p.v_v(), p.routing_s_v(routing_s, iterations), iterations,
+                                 device_options(device, own_forward ? impl : ""));
+    INFO("the forward: " << st.message);
+    REQUIRE(st.ok());
+    st = backward();
+    INFO(st.message);
+    REQUIRE(st.ok());
+    require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations));
+}
+
 // Every implementation of route, digitcaps and their backward built for
 // `iterations`, on one fresh problem each, against the reference.
 inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0, bool backward = true,
@@ -262,33 +325,8 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
     }
     // The layer, and the layer keeping every iteration's s (routing_s checked too).
     for (const bool with_s : {false, true}) {
-        const char *op = with_s ? "digitcaps_with_s" : "digitcaps";
-        for (const auto &impl : implementations(op, iterations, device)) {
-            INFO(op << " " << impl);
-            DigitCapsProblem p(shape);
-            std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
-            const TensorView b0_view = with_b0 ? p.b0_v() : TensorView{};
-            const Options options = device_options(device, impl);
-            const Status st = with_s ? digitcaps_with_s(p.u_v(), p.W_v(), b0_view, p.v_v(),
-                                                        p.routing_s_v(routing_s, iterations), iterations, options)
-                                     : digitcaps(p.u_v(), p.W_v(), b0_view, p.v_v(), iterations, options);
-            INFO(st.message);
-            if (refuses_shape(impl, shape)) {
-                require_refusal(impl, st);
-                continue;
-            }
-            REQUIRE(st.ok());
-            const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
-            const float *b0 = with_b0 ? p.b0.data() : nullptr;
-            const double *b0_n = with_b0 ? b0_nudged.data() : nullptr;
-            require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-                                      reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations),
-                                      1e-4);
-            if (!with_s) continue;
-            require_close_conditioned(
-                "routing_s", routing_s,
-                reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-                reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+        for (const auto &impl : implementations(with_s ? "digitcaps_with_s" : "digitcaps", iterations, device)) {
+            check_digitcaps_forward(impl, with_s, shape, iterations, with_b0, device);
         }
     }
     if (!backward) return;
@@ -298,22 +336,8 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
     for (const auto &impl : implementations("digitcaps_backward", iterations, device)) {
         check_digitcaps_backward(impl, shape, iterations, with_b0, device);
     }
-    // From the s of the device's default digitcaps_with_s (training's pair).
     for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
-        INFO("digitcaps_backward_with_s " << impl);
-        DigitCapsProblem p(shape);
-        std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
-        const TensorView b0 = with_b0 ? p.b0_v() : TensorView{};
-        Status st = digitcaps_with_s(p.u_v(), p.W_v(), b0, p.v_v(), p.routing_s_v(routing_s, iterations), iterations,
-                                     device_options(device));
-        INFO("the forward: " << st.message);
-        REQUIRE(st.ok());
-        st = digitcaps_backward_with_s(p.u_v(), p.W_v(), b0, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
-                                       p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations,
-                                       device_options(device, impl));
-        INFO(st.message);
-        REQUIRE(st.ok());
-        require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations));
+        check_digitcaps_backward_with_s(impl, shape, iterations, with_b0, device);
     }
 }
 

@@ -544,6 +544,27 @@ TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at its limits
     }
 }
 
+// cuda_tensor's training pair (digitcaps_with_s, then
+// digitcaps_backward_with_s from its s: the backward passes that compute
+// their own c) on the hand_backward shapes: odd sizes, its limits (16
+// everywhere) and past them (refused), batch ending inside its 32-row
+// blocks, 1 and 3 iterations. Small enough for the sanitizers.
+TEST_CASE("cuda digitcaps: cuda_tensor's training pair at odd sizes, at its limits and past them",
+          "[cuda][digitcaps][hand_backward]") {
+    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {17, 33, 8, 10, 16},
+                                                {130, 37, 16, 11, 13}, {3, 150, 8, 10, 4}, {37, 7, 16, 16, 16},
+                                                {5, 7, 17, 10, 16},    {5, 7, 8, 10, 17},  {70, 50, 7, 9, 13}};
+    int n = 0;
+    for (const DigitCapsShape &s : shapes) {
+        for (int iterations : {1, 3}) {
+            const bool with_b0 = n++ % 2 == 0;
+            INFO("seed " << seed() << ", " << name(s, iterations, with_b0));
+            check_digitcaps_forward("cuda_tensor", true, s, iterations, with_b0, Device::cuda);
+            check_digitcaps_backward_with_s("cuda_tensor", s, iterations, with_b0, Device::cuda);
+        }
+    }
+}
+
 // The hand-written backward on device tensors one float off a 16-byte
 // boundary (the prediction kernels, cuda_passes' pass kernels and
 // cuda_tensor's copies take their 4-byte paths there).

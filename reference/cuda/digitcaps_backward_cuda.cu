@@ -589,13 +589,10 @@ __device__ inline double warp_sum(double x) {
     return x;
 }
 
-// s_t = the partial sums added, v_t = squash(s_t), v_sum_{t+1} = v_sum_t + v_t.
-__global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__restrict__ partial, Trace trace, int t,
-                                                               int iterations, Geometry g) {
-    const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
-    if (row >= g.B * g.J) return;
-    const int e = int(threadIdx.x % 32);
-    const float summed = chunks_sum(partial, row, e, g);
+// Iteration t of (b, j) row `row`, lane e, from its s: s_t and v_t =
+// squash(s_t) kept, v_sum_{t+1} = v_sum_t + v_t.
+__device__ inline void forward_row(float summed, Trace trace, int t, int iterations, i64 row, int e,
+                                   const Geometry &g) {
     const float s = e < g.E ? summed : 0.0f;  // lanes past out_dim (some hold a copy) out of the norms
     const float m = fmaxf(warp_max(fabsf(s)), 1.17549435e-38f);  // FLT_MIN: s = 0 gives v = 0
     const float q = warp_sum((s / m) * (s / m));
@@ -605,6 +602,28 @@ __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__re
     trace.s[n] = s;
     trace.v[n] = v;
     if (t + 1 < iterations) trace.v_sum[n + trace.BJE] = (t > 0 ? trace.v_sum[n] : 0.0f) + v;
+}
+
+// s_t = the partial sums added, then forward_row.
+__global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__restrict__ partial, Trace trace, int t,
+                                                               int iterations, Geometry g) {
+    const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
+    if (row >= g.B * g.J) return;
+    const int e = int(threadIdx.x % 32);
+    forward_row(chunks_sum(partial, row, e, g), trace, t, iterations, row, e, g);
+}
+
+// Every iteration's forward_row from the forward's s (routing_s [r, B, J,
+// E]): the trace the replay would leave but c, with no pass.
+__global__ void __launch_bounds__(32 * kRowWarps) rows_of_given_s(const float *__restrict__ routing_s, Trace trace,
+                                                                  int iterations, Geometry g) {
+    const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
+    if (row >= g.B * g.J) return;
+    const int e = int(threadIdx.x % 32);
+    for (int t = 0; t < iterations; t++) {
+        const float s = e < g.E ? routing_s[t * trace.BJE + row * g.E + e] : 0.0f;
+        forward_row(s, trace, t, iterations, row, e, g);
+    }
 }
 
 // gs_t = squash_backward(s_t, gv_t), gv_t = grad_v (last iteration) or the
@@ -710,11 +729,14 @@ auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void 
 // forward_pass(t) and backward_pass(t) enqueue iteration t's pass, which
 // writes w.partial (backward_pass(0) only for grad_b0); the row kernels
 // between them, then grad_u_hat by grad_u_hat_kernel (with_pass_kernels')
-// and grad_b0 where it is asked for.
+// and grad_b0 where it is asked for. Where given_s (the forward's
+// routing_s) is not null, the replay is one row kernel from it and no
+// forward pass runs: the backward passes then compute c themselves.
 template <typename ForwardPass, typename BackwardPass, typename GradUHat>
-cudaError_t enqueue_iterations(const passes::Geometry &g, const PassesScratch &w, const float *grad_v,
-                               float *grad_u_hat, float *grad_b0, int iterations, cudaStream_t stream,
-                               ForwardPass forward_pass, BackwardPass backward_pass, GradUHat grad_u_hat_kernel) {
+cudaError_t enqueue_iterations(const passes::Geometry &g, const PassesScratch &w, const float *given_s,
+                               const float *grad_v, float *grad_u_hat, float *grad_b0, int iterations,
+                               cudaStream_t stream, ForwardPass forward_pass, BackwardPass backward_pass,
+                               GradUHat grad_u_hat_kernel) {
     const unsigned row_blocks = unsigned((g.B * g.J + passes::kRowWarps - 1) / passes::kRowWarps);
     const unsigned row_threads = 32 * passes::kRowWarps;
     auto forward_rows = [&](int t) {
@@ -725,7 +747,10 @@ cudaError_t enqueue_iterations(const passes::Geometry &g, const PassesScratch &w
         passes::backward_rows<<<row_blocks, row_threads, 0, stream>>>(w.partial, grad_v, w.trace, t, iterations, g);
         return cudaGetLastError();
     };
-    for (int t = 0; t < iterations; t++) {
+    if (given_s != nullptr) {
+        passes::rows_of_given_s<<<row_blocks, row_threads, 0, stream>>>(given_s, w.trace, iterations, g);
+    }
+    for (int t = 0; t < (given_s != nullptr ? 0 : iterations); t++) {
         if (cudaError_t err = forward_pass(t); err != cudaSuccess) return err;
         if (cudaError_t err = forward_rows(t); err != cudaSuccess) return err;
     }
@@ -794,7 +819,7 @@ cudaError_t route_backward_passes(const float *u_hat, const float *b0, const flo
     return with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass,
                                                                 auto grad_u_hat_kernel) {
         return enqueue_iterations(
-            g, w, grad_v, grad_u_hat, grad_b0, iterations, stream,
+            g, w, nullptr, grad_v, grad_u_hat, grad_b0, iterations, stream,
             [&](int t) {
                 forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
                 return cudaGetLastError();
@@ -839,6 +864,11 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 //                         c_t gc) (stored), the chunk's share of sum_i G_t u_hat;
 // with version 2's row kernels between them, version 2's grad_u_hat (from c,
 // G and the rows: no u_hat) and the prediction's tensor-core gradients.
+// From the forward's s (digitcaps_backward_with_s, routing_s given) there
+// is no replay: one row kernel takes every iteration's s, v and v_sum from
+// routing_s, and each backward pass after the first iteration computes its
+// c_t itself from the logits (backward_with_logits), storing it for
+// grad_u_hat; c_0 is first_coefficients'.
 //
 // Measured 2026-11-28 on an NVIDIA H200 (bench/results/
 // nvidia-h200-tensor-backward/, run 8, `halcaps bench --op
@@ -887,10 +917,10 @@ int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &sh, 
            PassesScratch::floats(tensor_geometry(sh, plan), iterations);
 }
 
-cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *grad_v,
-                                      float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &sh,
-                                      int iterations, const DigitCapsTensorPlan &plan, float *scratch,
-                                      cudaStream_t stream) {
+cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *routing_s,
+                                      const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
+                                      const DigitCapsLayerShape &sh, int iterations, const DigitCapsTensorPlan &plan,
+                                      float *scratch, cudaStream_t stream) {
     if (iterations < 1 || sh.batch < 1 || sh.in_caps < 1 || digitcaps_tensor_refusal(sh).extent != nullptr ||
         plan.chunk < 1 || plan.chunks != (sh.in_caps + plan.chunk - 1) / plan.chunk || u == nullptr ||
         W == nullptr || grad_v == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr) {
@@ -902,26 +932,35 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
     constexpr i64 kBatchSlices = 64;  // grid rows of first_coefficients
     first_coefficients<<<dim3(unsigned(blocks_for(g.I * g.J)), unsigned(std::min(g.B, kBatchSlices))), kThreads, 0,
                          stream>>>(b0, w.trace.c, g.B, g.I, g.J);
-    auto pass = [&](DigitCapsTensorPass kind, const float *rows, const DigitCapsTensorCoefficients &co) {
-        return digitcaps_tensor_pass(kind, u, W, kind == DigitCapsTensorPass::backward ? nullptr : b0, rows,
+    auto pass = [&](DigitCapsTensorPass kind, const float *rows, const float *gs_rows,
+                    const DigitCapsTensorCoefficients &co) {
+        return digitcaps_tensor_pass(kind, u, W, kind == DigitCapsTensorPass::backward ? nullptr : b0, rows, gs_rows,
                                      w.partial, co, sh, plan, stream);
     };
     if (cudaError_t err = with_pass_kernels(g, nullptr, grad_u_hat, w.partial, [&](auto, auto,
                                                                                    auto grad_u_hat_kernel) {
             return enqueue_iterations(
-                g, w, grad_v, grad_u_hat, grad_b0, iterations, stream,
+                g, w, routing_s, grad_v, grad_u_hat, grad_b0, iterations, stream,
                 [&](int t) {
                     DigitCapsTensorCoefficients co;
                     co.c_out = w.trace.c + t * w.trace.BIJ;
                     return pass(t == 0 ? DigitCapsTensorPass::first : DigitCapsTensorPass::agreement_storing_c,
-                                w.trace.v_sum + t * w.trace.BJE, co);
+                                w.trace.v_sum + t * w.trace.BJE, nullptr, co);
                 },
                 [&](int t) {
                     DigitCapsTensorCoefficients co;
-                    co.c_in = w.trace.c + t * w.trace.BIJ;
                     co.G_next = t + 1 < iterations ? w.trace.G + (t + 1) * w.trace.BIJ : nullptr;
                     co.G_out = w.trace.G + t * w.trace.BIJ;
-                    return pass(DigitCapsTensorPass::backward, w.trace.gs + t * w.trace.BJE, co);
+                    const float *gs_t = w.trace.gs + t * w.trace.BJE;
+                    // From the forward's s, c_t (t > 0) is the pass's own;
+                    // c_0 is first_coefficients'.
+                    if (routing_s != nullptr && t > 0) {
+                        co.c_out = w.trace.c + t * w.trace.BIJ;
+                        return pass(DigitCapsTensorPass::backward_with_logits, w.trace.v_sum + t * w.trace.BJE, gs_t,
+                                    co);
+                    }
+                    co.c_in = w.trace.c + t * w.trace.BIJ;
+                    return pass(DigitCapsTensorPass::backward, gs_t, nullptr, co);
                 },
                 grad_u_hat_kernel);
         });

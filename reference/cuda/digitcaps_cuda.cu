@@ -396,7 +396,7 @@ cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, flo
     const int E = a.E;
     const i64 rows = s.batch * a.J;
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
-    return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
+    return digitcaps_shared::iterate(iterations, partial, v_sum, v, nullptr, rows, E, plan.chunks, stream, [&](bool agreement) {
         return fused::with_pass_variant(fast, E, [&](auto variant) {
             using V = decltype(variant);
             return fused::launch_pass<V::EM, V::FAST>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream);

@@ -112,8 +112,10 @@ struct DigitCapsTensorPlan {
 };
 cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &shape, DigitCapsTensorPlan *plan);
 
-// v = digitcaps(u, W, b0) by version 3, as digitcaps_fused.
-cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v,
+// v = digitcaps(u, W, b0) by version 3, as digitcaps_fused; where routing_s
+// is not null, every iteration's s is stored there too ([iterations, B, J,
+// E]: digitcaps_with_s).
+cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v, float *routing_s,
                              const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
                              float *scratch, cudaStream_t stream);
 
@@ -130,17 +132,23 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
 //   backward             `rows` = gs [B, J, E] (the gradient of s): gc =
 //                        u_hat . gs, G = G_next + c (gc - sum_j c gc) from
 //                        coefficients.c_in and .G_next (null: zeros), G
-//                        stored into .G_out, sum_i G u_hat.
-// Coefficients are [B, I, J]. Every pass but `first` may start before the
-// kernel ahead of it in the stream ends (programmatic dependent launch).
-enum class DigitCapsTensorPass { first, agreement, agreement_storing_c, backward };
+//                        stored into .G_out, sum_i G u_hat;
+//   backward_with_logits `backward` with c computed by the pass as
+//                        `agreement` computes it (`rows` = v_sum, b0) and
+//                        stored into .c_out; gs from `gs_rows`; .G_next read,
+//                        .G_out stored.
+// gs_rows is null but in backward_with_logits. Coefficients are [B, I, J].
+// Every pass but `first` may start before the kernel ahead of it in the
+// stream ends (programmatic dependent launch).
+enum class DigitCapsTensorPass { first, agreement, agreement_storing_c, backward, backward_with_logits };
 struct DigitCapsTensorCoefficients {
     float *c_out = nullptr;
     const float *c_in = nullptr, *G_next = nullptr;
     float *G_out = nullptr;
 };
 cudaError_t digitcaps_tensor_pass(DigitCapsTensorPass pass, const float *u, const float *W, const float *b0,
-                                  const float *rows, float *partial, const DigitCapsTensorCoefficients &coefficients,
+                                  const float *rows, const float *gs_rows, float *partial,
+                                  const DigitCapsTensorCoefficients &coefficients,
                                   const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
                                   cudaStream_t stream);
 
@@ -192,11 +200,13 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 // Backward version 3 of the layer, as digitcaps_backward_naive; `plan` from
 // digitcaps_tensor_plan for this shape, `scratch` holding
 // digitcaps_backward_tensor_scratch_floats floats (grad_u_hat among them).
+// routing_s: null, or the forward's s of every iteration ([iterations, B, J,
+// E], digitcaps_backward_with_s), which replaces the forward's replay.
 int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
                                                  int iterations);
-cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *grad_v,
-                                      float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &shape,
-                                      int iterations, const DigitCapsTensorPlan &plan, float *scratch,
-                                      cudaStream_t stream);
+cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *routing_s,
+                                      const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
+                                      const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
+                                      float *scratch, cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

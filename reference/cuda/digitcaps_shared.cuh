@@ -112,12 +112,14 @@ constexpr int kSquashThreads = 128;
 // G) add chunks g, g + G, ... of their row's partial sums, the groups are
 // added in order, and the first EP lanes of the row's threads squash it.
 // v_sum becomes v (first iteration) or v_sum + v; the last iteration
-// writes v instead. Launched overlapping the pass kernel ahead of it, whose
-// partial sums it waits for.
+// writes v instead. Where s_out is not null, s itself is stored there too
+// (digitcaps_with_s's routing_s, an iteration's rows). Launched overlapping
+// the pass kernel ahead of it, whose partial sums it waits for.
 template <int EP, int G>
 __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__restrict__ partial,
                                                                 float *__restrict__ v_sum, float *__restrict__ v,
-                                                                int64_t rows, int E, int64_t chunks, bool first, bool last) {
+                                                                float *__restrict__ s_out, int64_t rows, int E,
+                                                                int64_t chunks, bool first, bool last) {
     constexpr int R = kSquashThreads / (EP * G);
     static_assert(R >= 1 && EP <= 32 && 32 % EP == 0, "a row's g = 0 lanes lie in one warp");
     __shared__ float group_sums[R][G][EP];
@@ -157,6 +159,7 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
     if (e >= E) return;
     const float v_e = squash_of(s, m, q);
     const int64_t n = row * E + e;
+    if (s_out != nullptr) s_out[n] = s;
     if (last) {
         v[n] = v_e;
     } else {
@@ -173,14 +176,14 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
 // made 5120 blocks in two and a half waves (bench/results/
 // nvidia-h200-squash-rows).
 template <int EP>
-inline cudaError_t launch_squash_ep(const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
-                                    bool first, bool last, cudaStream_t stream) {
+inline cudaError_t launch_squash_ep(const float *partial, float *v_sum, float *v, float *s_out, int64_t rows, int E,
+                                    int64_t chunks, bool first, bool last, cudaStream_t stream) {
     constexpr int kMaxGroups = kSquashThreads / EP;  // 8 at EP 16, 4 at EP 32
     static_assert(kMaxGroups >= 4, "EP up to 32");
     auto launch = [&](auto groups) {
         constexpr int G = decltype(groups)::value, R = kSquashThreads / (EP * G);
         return launch_overlapping(squash_kernel<EP, G>, dim3(unsigned((rows + R - 1) / R)), dim3(EP, G, R), 0, stream,
-                                  partial, v_sum, v, rows, E, chunks, first, last);
+                                  partial, v_sum, v, s_out, rows, E, chunks, first, last);
     };
     if (chunks > 8 * (kMaxGroups / 2)) {
         return launch(std::integral_constant<int, kMaxGroups>());
@@ -190,22 +193,25 @@ inline cudaError_t launch_squash_ep(const float *partial, float *v_sum, float *v
     }
     return launch(std::integral_constant<int, kMaxGroups / 4>());
 }
-inline cudaError_t launch_squash(const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
-                                 bool first, bool last, cudaStream_t stream) {
-    if (E <= 16) return launch_squash_ep<16>(partial, v_sum, v, rows, E, chunks, first, last, stream);
-    return launch_squash_ep<32>(partial, v_sum, v, rows, E, chunks, first, last, stream);
+inline cudaError_t launch_squash(const float *partial, float *v_sum, float *v, float *s_out, int64_t rows, int E,
+                                 int64_t chunks, bool first, bool last, cudaStream_t stream) {
+    if (E <= 16) return launch_squash_ep<16>(partial, v_sum, v, s_out, rows, E, chunks, first, last, stream);
+    return launch_squash_ep<32>(partial, v_sum, v, s_out, rows, E, chunks, first, last, stream);
 }
 
 // The fused versions' routing iterations: for each, the pass kernel
 // (launch_pass(agreement), agreement false in the first iteration) writes
 // the chunks' partial sums and the squash kernel adds and squashes them into
-// v_sum (v in the last iteration).
+// v_sum (v in the last iteration). Where routing_s is not null, iteration t's
+// s is stored at routing_s + t * rows * E ([iterations, rows, E]).
 template <typename LaunchPass>
-cudaError_t iterate(int iterations, const float *partial, float *v_sum, float *v, int64_t rows, int E, int64_t chunks,
-                    cudaStream_t stream, LaunchPass launch_pass) {
+cudaError_t iterate(int iterations, const float *partial, float *v_sum, float *v, float *routing_s, int64_t rows,
+                    int E, int64_t chunks, cudaStream_t stream, LaunchPass launch_pass) {
     for (int t = 0; t < iterations; t++) {
         if (cudaError_t err = launch_pass(t > 0); err != cudaSuccess) return err;
-        if (cudaError_t err = launch_squash(partial, v_sum, v, rows, E, chunks, t == 0, t + 1 == iterations, stream);
+        float *s_out = routing_s != nullptr ? routing_s + t * rows * E : nullptr;
+        if (cudaError_t err =
+                launch_squash(partial, v_sum, v, s_out, rows, E, chunks, t == 0, t + 1 == iterations, stream);
             err != cudaSuccess) {
             return err;
         }

@@ -209,12 +209,17 @@ struct Args {
 //   kBackward   the backward of an iteration (digitcaps_backward_cuda.cu's
 //               version 3): u_hat, gc = u_hat . gs (gs in v_sum's place),
 //               G = G_next + c (gc - sum_j c gc) from the forward's c, and
-//               the sums of G u_hat.
-enum PassMode { kFirstPass, kAgreement, kBackward };
+//               the sums of G u_hat;
+//   kBackwardWithLogits  the same, with c computed (and stored) by the pass
+//               itself, as kAgreement computes it: the logits b0 + u_hat .
+//               v_sum from the forward's v_sum, and gs in a second row tile
+//               (version 3 from the forward's s, with no replay).
+enum PassMode { kFirstPass, kAgreement, kBackward, kBackwardWithLogits };
 
 // The coupling coefficients a pass stores or reads, each [B, I, J] (null:
 // none): kAgreement stores c where c_out is given; kBackward reads c_in and
-// G_next (null after the last iteration: zeros) and stores G_out.
+// G_next (null after the last iteration: zeros) and stores G_out;
+// kBackwardWithLogits stores c_out, reads G_next and stores G_out.
 struct Coefficients {
     float *c_out = nullptr;
     const float *c_in = nullptr, *G_next = nullptr;
@@ -252,16 +257,16 @@ Args args_for(const DigitCapsLayerShape &s, int m_tiles, int i_lanes, i64 chunk,
 }
 
 // Shared memory, in floats: the staged slices, then the block's rows of
-// v_sum. After the loop the same floats hold every i-lane's sums on their
-// way to being added ([i_lanes][tile rows][VS], over both regions). S:
-// the steps staged.
+// v_sum (and, kBackwardWithLogits, of gs after them: `row_tiles` 2). After
+// the loop the same floats hold every i-lane's sums on their way to being
+// added ([i_lanes][tile rows][VS], over both regions). S: the steps staged.
 template <typename V, int S>
 __host__ __device__ int stage_region_floats(const Args &a) {
     return max(S * a.i_lanes * a.slice, (a.i_lanes - 1) * a.m_tiles * kRows * V::VS);
 }
 template <typename V, int S>
-size_t smem_bytes(const Args &a) {
-    return sizeof(float) * (size_t(stage_region_floats<V, S>(a)) + size_t(a.m_tiles) * kRows * V::VS);
+size_t smem_bytes(const Args &a, int row_tiles = 1) {
+    return sizeof(float) * (size_t(stage_region_floats<V, S>(a)) + size_t(row_tiles) * a.m_tiles * kRows * V::VS);
 }
 
 // d += a * w in float32 accuracy (3xTF32), w the lane's two B values (split
@@ -297,12 +302,16 @@ __device__ inline void with_lane_count(int i_lanes, Call call) {
 // added by the mma straight into the sums (no u_hat, no logits). Blocks of
 // at most 128 threads, at least two of them an SM.
 // kMode (PassMode) and kStore: whether a kAgreement pass stores c (the
-// backward's replay of the forward). In a kBackward pass v_sum is gs.
+// backward's replay of the forward). In a kBackward pass v_sum is gs; a
+// kBackwardWithLogits pass reads both, gs from gs_rows (null in the others).
 template <typename V, int kMode, bool kStore, int RT, int S>
 __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
                                                       const float *__restrict__ b0, const float *__restrict__ v_sum,
-                                                      float *__restrict__ partial, Args a, Coefficients co) {
+                                                      const float *__restrict__ gs_rows, float *__restrict__ partial,
+                                                      Args a, Coefficients co) {
     constexpr bool kFirst = kMode == kFirstPass;
+    constexpr bool kTwoTiles = kMode == kBackwardWithLogits;  // v_sum's rows and gs'
+    constexpr bool kGradients = kMode == kBackward || kMode == kBackwardWithLogits;
     static_assert(!kStore || kMode == kAgreement, "only the forward's agreement passes store c");
     constexpr int JM = V::JM, NE = V::NE, KS = V::KS, EP = V::EP, WS = V::WS, US = V::US, VS = V::VS;
     extern __shared__ float4 smem_vec[];
@@ -310,6 +319,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     const int region = stage_region_floats<V, S>(a);
     float *stages = smem;           // [S][i_lanes][slice]
     float *v_tile = smem + region;  // [m_tiles * 16][vs]: v_sum[b, j, e] at (b, j * EP + e)
+    const int tile_rows = a.m_tiles * kRows;
+    float *gs_tile = v_tile + tile_rows * VS;  // kTwoTiles: gs' rows, as v_tile's
 
     static_assert(RT == 1 || kFirst, "only the first pass takes several row tiles a warp");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -319,7 +330,6 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     const int m = warp % row_warps, q = warp / row_warps;
     const int g = lane / 4, t = lane % 4;
     const int threads = kThreads;
-    const int tile_rows = a.m_tiles * kRows;
     const i64 b_first = i64(blockIdx.x) * tile_rows;
     const int rows = int(min(i64(tile_rows), a.B - b_first));
     const i64 i_first = i64(blockIdx.y) * a.chunk;
@@ -340,7 +350,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             }
         }
     } else {
-        const int tile_floats = kFirst ? region : region + tile_rows * VS;
+        const int tile_floats = kFirst ? region : region + (kTwoTiles ? 2 : 1) * tile_rows * VS;
         for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         __syncthreads();  // the zeros are in place before any copy lands on the same floats
     }
@@ -429,6 +439,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 #pragma unroll
     for (int rt = 0; rt < RT; rt++) set_zero(sums[rt]);
     const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * VS on
+    const float *gs_lane_rows = v_rows + tile_rows * VS;         // kTwoTiles: the same rows of gs_tile
 
     // Steps 0 .. S - 2 in flight; at the top of step s the barrier
     // (after this thread's wait for step s's group) makes step s's slot
@@ -440,16 +451,16 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // (which it reads).
     digitcaps_shared::wait_for_previous_kernel();
     digitcaps_shared::let_next_kernel_start();
-    // The tile's rows of v_sum, in a group of their own that step 0 waits for
-    // with the rest.
-    if (!kFirst) {
+    // The tile's rows of v_sum (and gs'), in a group of their own that step 0
+    // waits for with the rest.
+    auto copy_rows = [&](const float *__restrict__ from, float *tile) {
         if (a.dense) {  // a row of v_sum is J * EP floats, as in v_tile: a warp a row, 16 bytes a lane
             // The lane's shared and global addresses taken once, the row's
             // pieces unrolled (at most JM * EP / 128 of them).
             constexpr int kRowCopies = (JM * EP + 4 * 32 - 1) / (4 * 32);
             const int warps = threads / 32;
-            const uint32_t v_at = cp_async::shared_address(v_tile + warp * VS + 4 * lane);
-            const float *v_from = v_sum + (b_first + warp) * J * E + 4 * lane;
+            const uint32_t v_at = cp_async::shared_address(tile + warp * VS + 4 * lane);
+            const float *v_from = from + (b_first + warp) * J * E + 4 * lane;
             for (int r = warp; r < rows; r += warps) {
                 const int r_on = r - warp;
 #pragma unroll
@@ -463,9 +474,13 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         } else {
             for (int c = threadIdx.x; c < rows * J * E; c += threads) {
                 const int r = c / (J * E), j = (c / E) % J, e = c % E;
-                __pipeline_memcpy_async(v_tile + r * VS + j * EP + e, v_sum + (b_first + r) * J * E + j * E + e, 4);
+                __pipeline_memcpy_async(tile + r * VS + j * EP + e, from + (b_first + r) * J * E + j * E + e, 4);
             }
         }
+    };
+    if (!kFirst) {
+        copy_rows(v_sum, v_tile);
+        if (kTwoTiles) copy_rows(gs_rows, gs_tile);
         __pipeline_commit();
     }
     for (int step = 0; step < steps; step++) {
@@ -491,11 +506,11 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         const int j_first = t & 1 ? JH : 0;
         const i64 coefficients_at = (coefficient_row * a.I + i_first + n) * J + j_first;
         float c_known[JH], G_known[JH];
-        if constexpr (kMode == kBackward) {
+        if constexpr (kGradients) {
 #pragma unroll
             for (int jj = 0; jj < JH; jj++) {
                 const bool ok = row_in && j_first + jj < J;
-                c_known[jj] = ok ? co.c_in[coefficients_at + jj] : 0.0f;
+                if constexpr (kMode == kBackward) c_known[jj] = ok ? co.c_in[coefficients_at + jj] : 0.0f;
                 G_known[jj] = ok && co.G_next != nullptr ? co.G_next[coefficients_at + jj] : 0.0f;
             }
         }
@@ -575,37 +590,58 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             // lane gathers all 2 JM coefficients for the sums.
             static_assert(JM % 2 == 0, "the softmax splits the output capsules in halves");
             const bool upper_row = t & 2, upper_half = t & 1;
-            float row_dots[JM];  // row g + 8 * upper_row, summed over lanes t and t ^ 2
+            // The lane's dots with the rows at `lane_rows` (v_rows or
+            // gs_lane_rows) over every j, for row g + 8 * upper_row, summed
+            // over lanes t and t ^ 2.
+            auto row_dots_with = [&](const float *lane_rows, float (&row_dots)[JM]) {
 #pragma unroll
-            for (int j = 0; j < JM; j++) {
-                float dot_lo = 0.0f, dot_hi = 0.0f;
+                for (int j = 0; j < JM; j++) {
+                    float dot_lo = 0.0f, dot_hi = 0.0f;
 #pragma unroll
-                for (int nt = 0; nt < NE; nt++) {
-                    const float2 v_lo = *reinterpret_cast<const float2 *>(v_rows + j * EP + 8 * nt);
-                    const float2 v_hi = *reinterpret_cast<const float2 *>(v_rows + 8 * VS + j * EP + 8 * nt);
-                    dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
-                    dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
+                    for (int nt = 0; nt < NE; nt++) {
+                        const float2 v_lo = *reinterpret_cast<const float2 *>(lane_rows + j * EP + 8 * nt);
+                        const float2 v_hi = *reinterpret_cast<const float2 *>(lane_rows + 8 * VS + j * EP + 8 * nt);
+                        dot_lo = fmaf(u_hat[j][nt][0], v_lo.x, fmaf(u_hat[j][nt][1], v_lo.y, dot_lo));
+                        dot_hi = fmaf(u_hat[j][nt][2], v_hi.x, fmaf(u_hat[j][nt][3], v_hi.y, dot_hi));
+                    }
+                    const float given = __shfl_xor_sync(0xffffffffu, upper_row ? dot_lo : dot_hi, 2);
+                    row_dots[j] = (upper_row ? dot_hi : dot_lo) + given;
                 }
-                const float given = __shfl_xor_sync(0xffffffffu, upper_row ? dot_lo : dot_hi, 2);
-                row_dots[j] = (upper_row ? dot_hi : dot_lo) + given;
-            }
-            // Forward: base-2 logits, then c; backward: gc, then G. Of the
-            // lane's row at j = JH * upper_half + jj.
-            float half_c[JH];
-#pragma unroll
-            for (int jj = 0; jj < JH; jj++) {
+            };
+            // The lane's row's dot at j = JH * upper_half + jj (the partner
+            // lane's half added).
+            auto half_dot = [&](const float (&row_dots)[JM], int jj) {
                 const float given = __shfl_xor_sync(0xffffffffu, upper_half ? row_dots[jj] : row_dots[jj + JH], 1);
-                const float dot = (upper_half ? row_dots[jj + JH] : row_dots[jj]) + given;
-                const int j = upper_half ? jj + JH : jj;
-                if constexpr (kMode == kBackward) {
-                    half_c[jj] = dot;
-                } else {
-                    half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
+                return (upper_half ? row_dots[jj + JH] : row_dots[jj]) + given;
+            };
+            // Forward (and kBackwardWithLogits): base-2 logits, then c (stored
+            // where asked for).
+            auto coefficients_of_logits = [&](float (&half_c)[JH]) {
+                float row_dots[JM];
+                row_dots_with(v_rows, row_dots);
+#pragma unroll
+                for (int jj = 0; jj < JH; jj++) {
+                    const int j = upper_half ? jj + JH : jj;
+                    half_c[jj] = j < J ? fmaf(kLog2e, half_dot(row_dots, jj), kLog2e * b0_s[j]) : -INFINITY;
                 }
-            }
-            if constexpr (kMode == kBackward) {
-                // The softmax's backward: sum_j c gc over both halves (the
-                // partner lane's), G = G_next + c (gc - that sum), stored.
+                softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
+                if constexpr (kStore || kMode == kBackwardWithLogits) {
+#pragma unroll
+                    for (int jj = 0; jj < JH; jj++) {
+                        if (row_in && j_first + jj < J) co.c_out[coefficients_at + jj] = half_c[jj];
+                    }
+                }
+            };
+            float half_c[JH];  // of the lane's row at j = JH * upper_half + jj: c, or (backward) G
+            if constexpr (kMode == kBackwardWithLogits) coefficients_of_logits(c_known);
+            if constexpr (kGradients) {
+                // gc = u_hat . gs, then the softmax's backward: sum_j c gc
+                // over both halves (the partner lane's), G = G_next + c (gc -
+                // that sum), stored.
+                float row_dots[JM];
+                row_dots_with(kTwoTiles ? gs_lane_rows : v_rows, row_dots);
+#pragma unroll
+                for (int jj = 0; jj < JH; jj++) half_c[jj] = half_dot(row_dots, jj);
                 float c_dot_gc = 0.0f;
 #pragma unroll
                 for (int jj = 0; jj < JH; jj++) c_dot_gc = fmaf(c_known[jj], half_c[jj], c_dot_gc);
@@ -616,13 +652,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                     if (row_in && j_first + jj < J) co.G_out[coefficients_at + jj] = half_c[jj];
                 }
             } else {
-                softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
-                if constexpr (kStore) {
-#pragma unroll
-                    for (int jj = 0; jj < JH; jj++) {
-                        if (row_in && j_first + jj < J) co.c_out[coefficients_at + jj] = half_c[jj];
-                    }
-                }
+                coefficients_of_logits(half_c);
             }
             float row_c[JM];  // the lane's row, every j
 #pragma unroll
@@ -787,12 +817,12 @@ void block_shape(const DigitCapsLayerShape &s, int *m_tiles, int *i_lanes) {
     *i_lanes = 4 / *m_tiles;
 }
 
-// Enqueues one pass over the plan's grid (b0 and v_sum as pass_kernel
-// reads them; `store`: kAgreement storing c). Every pass but the first is
-// launched overlapping the kernel ahead of it in the stream.
+// Enqueues one pass over the plan's grid (b0, v_sum and gs_rows as
+// pass_kernel reads them; `store`: kAgreement storing c). Every pass but the
+// first is launched overlapping the kernel ahead of it in the stream.
 cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s, const DigitCapsTensorPlan &plan,
-                        const float *u, const float *W, const float *b0, const float *v_sum, float *partial,
-                        const Coefficients &co, cudaStream_t stream) {
+                        const float *u, const float *W, const float *b0, const float *v_sum, const float *gs_rows,
+                        float *partial, const Coefficients &co, cudaStream_t stream) {
     const int64_t tile_rows = int64_t(plan.m_tiles) * kRows;
     const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
     const dim3 block(kThreads);
@@ -802,13 +832,14 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
         constexpr int S = decltype(staged)::value;
         Args a = args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
         a.vector_out = a.dense && aligned16(partial);
-        auto overlapping = [&](auto kernel) {  // after the kernel ahead, which it may overlap
-            const size_t smem = smem_bytes<V, S>(a);
+        auto overlapping = [&](auto kernel, int row_tiles = 1) {  // after the kernel ahead, which it may overlap
+            const size_t smem = smem_bytes<V, S>(a, row_tiles);
             if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
-            return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0, v_sum, partial, a,
-                                                        co);
+            return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0, v_sum, gs_rows,
+                                                        partial, a, co);
         };
         if (mode == kBackward) return overlapping(pass_kernel<V, kBackward, false, 1, S>);
+        if (mode == kBackwardWithLogits) return overlapping(pass_kernel<V, kBackwardWithLogits, false, 1, S>, 2);
         if (mode == kAgreement) {
             return store ? overlapping(pass_kernel<V, kAgreement, true, 1, S>)
                          : overlapping(pass_kernel<V, kAgreement, false, 1, S>);
@@ -823,7 +854,7 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
         }
         const size_t smem = smem_bytes<V, S>(first);
         if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
-        kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, partial, first, co);
+        kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, gs_rows, partial, first, co);
         return cudaGetLastError();
     });
 }
@@ -873,8 +904,9 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     return cudaSuccess;
 }
 
-cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v, const DigitCapsLayerShape &s,
-                             int iterations, const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
+cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v, float *routing_s,
+                             const DigitCapsLayerShape &s, int iterations, const DigitCapsTensorPlan &plan,
+                             float *scratch, cudaStream_t stream) {
     if (iterations < 1 || !tensor::runs(s, plan) || u == nullptr || W == nullptr || v == nullptr ||
         scratch == nullptr) {
         return cudaErrorInvalidValue;
@@ -882,31 +914,38 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     const int64_t rows = s.batch * s.out_caps;
     const int E = int(s.out_dim);
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
-    return digitcaps_shared::iterate(iterations, partial, v_sum, v, rows, E, plan.chunks, stream, [&](bool agreement) {
-        return tensor::launch_pass(agreement ? tensor::kAgreement : tensor::kFirstPass, false, s, plan, u, W, b0,
-                                   v_sum, partial, tensor::Coefficients{}, stream);
-    });
+    return digitcaps_shared::iterate(iterations, partial, v_sum, v, routing_s, rows, E, plan.chunks, stream,
+                                     [&](bool agreement) {
+                                         return tensor::launch_pass(agreement ? tensor::kAgreement : tensor::kFirstPass,
+                                                                    false, s, plan, u, W, b0, v_sum, nullptr, partial,
+                                                                    tensor::Coefficients{}, stream);
+                                     });
 }
 
 cudaError_t digitcaps_tensor_pass(DigitCapsTensorPass pass, const float *u, const float *W, const float *b0,
-                                  const float *rows, float *partial, const DigitCapsTensorCoefficients &coefficients,
-                                  const DigitCapsLayerShape &s, const DigitCapsTensorPlan &plan, cudaStream_t stream) {
+                                  const float *rows, const float *gs_rows, float *partial,
+                                  const DigitCapsTensorCoefficients &coefficients, const DigitCapsLayerShape &s,
+                                  const DigitCapsTensorPlan &plan, cudaStream_t stream) {
     tensor::Coefficients co;
     co.c_out = coefficients.c_out;
     co.c_in = coefficients.c_in;
     co.G_next = coefficients.G_next;
     co.G_out = coefficients.G_out;
     const bool storing = pass == DigitCapsTensorPass::agreement_storing_c;
+    const bool with_logits = pass == DigitCapsTensorPass::backward_with_logits;
     if (u == nullptr || W == nullptr || partial == nullptr || (pass != DigitCapsTensorPass::first && rows == nullptr) ||
         (storing && co.c_out == nullptr) ||
         (pass == DigitCapsTensorPass::backward && (co.c_in == nullptr || co.G_out == nullptr)) ||
+        (with_logits && (gs_rows == nullptr || co.c_out == nullptr || co.G_out == nullptr)) ||
         !tensor::runs(s, plan)) {
         return cudaErrorInvalidValue;
     }
     const tensor::PassMode mode = pass == DigitCapsTensorPass::first      ? tensor::kFirstPass
                                   : pass == DigitCapsTensorPass::backward ? tensor::kBackward
+                                  : with_logits                           ? tensor::kBackwardWithLogits
                                                                           : tensor::kAgreement;
-    return tensor::launch_pass(mode, storing, s, plan, u, W, b0, rows, partial, co, stream);
+    return tensor::launch_pass(mode, storing, s, plan, u, W, b0, rows, with_logits ? gs_rows : nullptr, partial, co,
+                               stream);
 }
 
 }  // namespace halcaps::cuda_reference

@@ -195,7 +195,8 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
 
 // The hand-written CUDA routing ("cuda_naive", also for the gradients;
 // "cuda_passes" for the gradients; for the layer's forward "cuda_fused";
-// "cuda_tensor" for the layer and its gradients; any iteration count >= 1):
+// "cuda_tensor" for the layer and its gradients, training's pair included;
+// any iteration count >= 1):
 // runs `call` and returns its status when it applies, else a status with
 // code unknown_implementation (no message) so that the caller goes on to the
 // Halide kernels.
@@ -289,12 +290,13 @@ Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, c
     if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
     checks.tensor("v", v, {"batch", "out_caps", "out_dim"});
     if (routing_s != nullptr) check_routing_s(checks, *routing_s, iterations);
-    if (routing_s == nullptr) {
-        if (Status s = run_hand_routing(op, checks, options, iterations,
-                                        [&] { return detail::run_hand_cuda_digitcaps(u, W, b0, v, iterations, options); });
-            s.code != StatusCode::unknown_implementation) {
-            return s;
-        }
+    if (Status s = run_hand_routing(op, checks, options, iterations,
+                                    [&] {
+                                        return detail::run_hand_cuda_digitcaps(u, W, b0, v, routing_s, iterations,
+                                                                               options);
+                                    });
+        s.code != StatusCode::unknown_implementation) {
+        return s;
     }
     Device device;
     const HalideKernelEntry *kernel = nullptr;
@@ -402,15 +404,13 @@ Status run_digitcaps_backward(const char *op, const TensorView &u, const TensorV
     checks.tensor("grad_u", grad_u, {"batch", "in_caps", "in_dim"});
     checks.tensor("grad_W", grad_W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(grad_b0)) checks.tensor("grad_b0", grad_b0, {"in_caps", "out_caps"});
-    if (routing_s == nullptr) {
-        if (Status s = run_hand_routing(op, checks, options, iterations,
-                                        [&] {
-                                            return detail::run_hand_cuda_digitcaps_backward(
-                                                u, W, b0, grad_v, grad_u, grad_W, grad_b0, iterations, options);
-                                        });
-            s.code != StatusCode::unknown_implementation) {
-            return s;
-        }
+    if (Status s = run_hand_routing(op, checks, options, iterations,
+                                    [&] {
+                                        return detail::run_hand_cuda_digitcaps_backward(
+                                            u, W, b0, routing_s, grad_v, grad_u, grad_W, grad_b0, iterations, options);
+                                    });
+        s.code != StatusCode::unknown_implementation) {
+        return s;
     }
     Device device;
     const HalideKernelEntry *kernel = nullptr;
@@ -500,6 +500,20 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
                            "replay and two for the backward, each pass reading u_hat once "
                            "(reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim <= 32; any iteration "
                            "count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+        }
+        if (cuda_built() && std::string(r.op) == "digitcaps_with_s") {
+            out.push_back({r.op, "cuda_tensor", Device::cuda,
+                           "hand-written CUDA, digitcaps' cuda_tensor with every iteration's s stored by its squash "
+                           "kernels (reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, in_dim <= 16; any "
+                           "iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+        }
+        if (cuda_built() && std::string(r.op) == "digitcaps_backward_with_s") {
+            out.push_back({r.op, "cuda_tensor", Device::cuda,
+                           "hand-written CUDA, digitcaps_backward's cuda_tensor from the forward's s: no replay, each "
+                           "backward pass computing its c from the logits (reference/cuda/digitcaps_backward_cuda.cu; "
+                           "out_caps, out_dim, in_dim <= 16; any iteration count, listed: 1, 3, 5)",
                            {1, 3, 5}});
         }
         if (cuda_built() && std::string(r.op) == "digitcaps_backward") {
