@@ -621,8 +621,9 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                 row_dots_with(v_rows, row_dots);
 #pragma unroll
                 for (int jj = 0; jj < JH; jj++) {
+                    const float dot = half_dot(row_dots, jj);  // every lane: the shuffle names the whole warp
                     const int j = upper_half ? jj + JH : jj;
-                    half_c[jj] = j < J ? fmaf(kLog2e, half_dot(row_dots, jj), kLog2e * b0_s[j]) : -INFINITY;
+                    half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
                 }
                 softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
                 if constexpr (kStore || kMode == kBackwardWithLogits) {
