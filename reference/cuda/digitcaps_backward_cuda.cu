@@ -358,9 +358,14 @@ __device__ inline void write_block_sum(float *acc, float *__restrict__ out, cons
 
 // Where the passes keep what they share, per iteration t (each [r] below):
 // s_t, v_t, v_sum_t (v_sum_0 unused) and gs_t [B, J, E]; c_t and G_t [B, I, J].
+// c_0 is [B, I, J] like the others (c0_batch_stride I * J), or one [I, J]
+// table for every batch row (c0_batch_stride 0): version 3's c_0 =
+// softmax(b0[i, :]) is the same for every row, and only grad_b0's G_0 pass
+// reads it per row.
 struct Trace {
     float *s, *v, *v_sum, *gs, *c, *G;
     i64 BJE, BIJ;  // floats an iteration
+    i64 c0_batch_stride;
 };
 
 // The rows a warp takes: i = i0 + l.row for i0 = first + RW * (warp +
@@ -469,6 +474,7 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, 
         const int inputs = int(min(i64(kColumnInputs), g.I - i_first));
         const i64 bij_first = (b * g.I + i_first) * g.J + j;
         const float *c_at = trace.c + bij_first, *G_at = trace.G + trace.BIJ + bij_first;
+        const float *c0_at = trace.c + b * trace.c0_batch_stride + i_first * g.J + j;
         float grad[kColumnInputs][kFloats];
 #pragma unroll
         for (int k = 0; k < kColumnInputs; k++) {
@@ -492,7 +498,7 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, 
             load_vec<kFloats, true>(v_row + t * trace.BJE, g.E, agreement, v);
 #pragma unroll
             for (int k = 0; k < kColumnInputs; k++) {
-                c[k] = k < inputs ? c_at[t * trace.BIJ + k * g.J] : 0.0f;
+                c[k] = k < inputs ? (t == 0 ? c0_at : c_at + t * trace.BIJ)[k * g.J] : 0.0f;
                 G_next[k] = k < inputs && agreement ? G_at[t * trace.BIJ + k * g.J] : 0.0f;
             }
         };
@@ -545,13 +551,14 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int
                                                                 float *__restrict__ grad_u_hat, Geometry g) {
     const i64 bij = i64(blockIdx.x) * kPassThreads + threadIdx.x;
     if (bij >= g.B * g.I * g.J) return;
-    const i64 bj = bij / (g.I * g.J) * g.J + bij % g.J;
+    const i64 b = bij / (g.I * g.J), bj = b * g.J + bij % g.J;
+    const i64 bij0 = b * trace.c0_batch_stride + bij - b * g.I * g.J;  // c_0's (b, i, j)
     float grad[EM], y[EM];
 #pragma unroll
     for (int e = 0; e < EM; e++) grad[e] = 0.0f;
     for (int t = 0; t < iterations; t++) {
         const bool agreement = t + 1 < iterations;
-        const float c = trace.c[t * trace.BIJ + bij];
+        const float c = t == 0 ? trace.c[bij0] : trace.c[t * trace.BIJ + bij];
         load_vec<EM, false>(trace.gs + t * trace.BJE + bj * g.E, g.E, true, y);
 #pragma unroll
         for (int e = 0; e < EM; e++) grad[e] = fmaf(c, y[e], grad[e]);
@@ -675,7 +682,7 @@ struct PassesScratch {
         partial = p;
         float *t = p + g.chunks * BJE;
         trace = passes::Trace{t, t + r * BJE, t + 2 * r * BJE, t + 3 * r * BJE, t + 4 * r * BJE,
-                              t + 4 * r * BJE + r * BIJ, BJE, BIJ};
+                              t + 4 * r * BJE + r * BIJ, BJE, BIJ, g.I * g.J};
     }
     static i64 floats(const passes::Geometry &g, int r) {
         const i64 BJE = g.B * g.J * g.E, BIJ = g.B * g.I * g.J;
@@ -858,7 +865,8 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 // warp 16 batch rows of an input capsule, u_hat and the sums of every
 // output capsule in its registers):
 //   the forward's replay  the first pass (c_0 = softmax(b0[i, :]), the same
-//                         for every batch row, written by first_coefficients),
+//                         for every batch row, written by first_coefficients:
+//                         as one [I, J] table unless grad_b0 is asked for),
 //                         then agreement passes storing c_t;
 //   the backward          gc = u_hat . gs_t, G_t = G_{t+1} + c_t (gc - sum_j
 //                         c_t gc) (stored), the chunk's share of sum_i G_t u_hat;
@@ -928,10 +936,15 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
     }
     const passes::Geometry g = tensor_geometry(sh, plan);
     float *grad_u_hat = scratch;
-    const PassesScratch w(scratch + g.B * g.I * g.J * g.E, g, iterations);
+    PassesScratch w(scratch + g.B * g.I * g.J * g.E, g, iterations);
+    // c_0 per batch row only for grad_b0's G_0 pass; else one [I, J] table
+    // (grad_u_hat reads it for every row: 5.9 MB less written and read at
+    // MNIST b128).
+    const i64 c0_rows = grad_b0 != nullptr ? g.B : 1;
+    if (grad_b0 == nullptr) w.trace.c0_batch_stride = 0;
     constexpr i64 kBatchSlices = 64;  // grid rows of first_coefficients
-    first_coefficients<<<dim3(unsigned(blocks_for(g.I * g.J)), unsigned(std::min(g.B, kBatchSlices))), kThreads, 0,
-                         stream>>>(b0, w.trace.c, g.B, g.I, g.J);
+    first_coefficients<<<dim3(unsigned(blocks_for(g.I * g.J)), unsigned(std::min(c0_rows, kBatchSlices))), kThreads,
+                         0, stream>>>(b0, w.trace.c, c0_rows, g.I, g.J);
     auto pass = [&](DigitCapsTensorPass kind, const float *rows, const float *gs_rows,
                     const DigitCapsTensorCoefficients &co) {
         return digitcaps_tensor_pass(kind, u, W, kind == DigitCapsTensorPass::backward ? nullptr : b0, rows, gs_rows,
