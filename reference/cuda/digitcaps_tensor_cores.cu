@@ -827,7 +827,9 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
     const int64_t tile_rows = int64_t(plan.m_tiles) * kRows;
     const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
     const dim3 block(kThreads);
-    const bool short_chunks = plan.chunk / plan.i_lanes <= kShortChunkSteps;
+    // kBackwardWithLogits always takes the deeper staging: at the shallower
+    // its MNIST variant spills (16 bytes of stack at 255 registers).
+    const bool short_chunks = plan.chunk / plan.i_lanes <= kShortChunkSteps && mode != kBackwardWithLogits;
     return with_variant_and_stages(s, short_chunks, [&](auto variant, auto staged) {
         using V = decltype(variant);
         constexpr int S = decltype(staged)::value;
