@@ -576,21 +576,15 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int
 // pass ahead, was measured (bench/results/nvidia-h200-tensor-backward/, run
 // 7): version 3 at MNIST b128 9 us slower (255 against 246), version 2 6 us
 // faster; this simpler one was kept.
-// Four sums, so that four loads are in flight (the chunks are 64 at MNIST
-// b128, and one sum waited on each load in turn).
+// Four sums a lane, so that four loads are in flight, made the row kernels
+// slower at MNIST b128 (64 chunks): 6.4-6.8 us against 4.6-5.0 under ncu
+// (bench/results/nvidia-h200-tensor-training-pair/, run 6); one sum it is.
 __device__ inline float chunks_sum(const float *__restrict__ partial, i64 row, int e, const Geometry &g) {
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float sum = 0.0f;
     if (e < g.E) {
-        const float *p = partial + row * g.E + e;
-        const i64 step = g.B * g.J * g.E;
-        i64 ch = 0;
-        for (; ch + 3 < g.chunks; ch += 4) {
-#pragma unroll
-            for (int n = 0; n < 4; n++) sum[n] += p[(ch + n) * step];
-        }
-        for (; ch < g.chunks; ch++) sum[0] += p[ch * step];
+        for (i64 ch = 0; ch < g.chunks; ch++) sum += partial[(ch * g.B * g.J + row) * g.E + e];
     }
-    return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+    return sum;
 }
 __device__ inline float warp_sum(float x) {
     for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -636,18 +630,11 @@ __global__ void __launch_bounds__(32 * kRowWarps) rows_of_given_s(const float *_
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
-    const float *s_at = routing_s + row * g.E + e;
-    // The first kUnrolledIterations iterations' loads issued before any of
-    // their squashes (each squash waits on shuffles), the rest one by one.
-    float s[kUnrolledIterations];
-#pragma unroll
-    for (int t = 0; t < kUnrolledIterations; t++) s[t] = e < g.E && t < iterations ? s_at[t * trace.BJE] : 0.0f;
-#pragma unroll
-    for (int t = 0; t < kUnrolledIterations; t++) {
-        if (t < iterations) forward_row(s[t], trace, t, iterations, row, e, g);
-    }
-    for (int t = kUnrolledIterations; t < iterations; t++) {
-        forward_row(e < g.E ? s_at[t * trace.BJE] : 0.0f, trace, t, iterations, row, e, g);
+    // Issuing every iteration's load before the first squash was slower at
+    // MNIST b128 under ncu: 7.2 us against 5.6 (run 6).
+    for (int t = 0; t < iterations; t++) {
+        const float s = e < g.E ? routing_s[t * trace.BJE + row * g.E + e] : 0.0f;
+        forward_row(s, trace, t, iterations, row, e, g);
     }
 }
 
