@@ -14,10 +14,10 @@ timeout 450 /tmp/bin/halcaps_cuda_tests "[digitcaps]" -d yes > "$out/digitcaps_t
 echo "rc $?" >> "$out/digitcaps_tests.log"
 tail -3 "$out/digitcaps_tests.log"; grep -B5 -A25 FAILED "$out/digitcaps_tests.log" | head -80
 timeout 100 /tmp/bin/halcaps bench --device cuda --op digitcaps --shapes mnist_b128,mnist_b512 --repeats 30 \
-    --implementations cuda_tensor,fused_split_all_vectors --seed 2951 > "$out/bench_forward.txt" 2>&1
+    --implementations cuda_tensor,fused_split_all_vectors --seed 2951 --json "$out/bench_forward.json" > "$out/bench_forward.txt" 2>&1
 echo "rc $?" >> "$out/bench_forward.txt"; grep -E "^digitcaps|rc " "$out/bench_forward.txt" | cut -c1-150
 timeout 120 /tmp/bin/halcaps bench --device cuda --op digitcaps_backward --shapes mnist_b128,mnist_b512 --repeats 30 \
-    --implementations cuda_tensor,rows_vectors --seed 2952 > "$out/bench_backward.txt" 2>&1
+    --implementations cuda_tensor,rows_vectors --seed 2952 --json "$out/bench_backward.json" --markdown "$out/bench_backward.md" > "$out/bench_backward.txt" 2>&1
 echo "rc $?" >> "$out/bench_backward.txt"; grep -E "^digitcaps|rc " "$out/bench_backward.txt" | cut -c1-150
 SANITIZER_LOG_DIR=/tmp/sanitizer timeout 120 bash scripts/sanitize-gpu-tests.sh /tmp/bin/halcaps_cuda_tests \
     "cuda digitcaps: cuda_tensor's training pair*" > "$out/sanitizer.txt" 2>&1
