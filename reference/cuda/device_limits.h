@@ -1,6 +1,6 @@
 // The current device's limits that the hand-written kernels' launch plans
-// read (SM count, resident threads an SM, threads a block), queried once per
-// device and cached for the process.
+// read (SM count, resident threads an SM, threads a block, shared memory a
+// block may opt in to), queried once per device and cached for the process.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,7 +11,7 @@
 namespace halcaps::cuda_reference {
 
 struct DeviceLimits {
-    int sms = 0, threads_per_sm = 0, threads_per_block = 0;
+    int sms = 0, threads_per_sm = 0, threads_per_block = 0, smem_per_block_optin = 0;
 };
 
 // The current device's limits, from the cache after its first query.
@@ -32,6 +32,9 @@ inline cudaError_t device_limits(DeviceLimits *out) {
             return err;
         if ((err = cudaDeviceGetAttribute(&q.threads_per_block, cudaDevAttrMaxThreadsPerBlock, device)) !=
             cudaSuccess)
+            return err;
+        if ((err = cudaDeviceGetAttribute(&q.smem_per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                          device)) != cudaSuccess)
             return err;
         d = q;
     }

@@ -762,9 +762,13 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 // Past 48 KB of shared memory a block the kernel must be allowed more,
 // before a launch and before an occupancy query.
 template <typename Kernel>
+// A refusal is returned and also cleared from the runtime's last error, so
+// that a later call's cudaGetLastError does not report it again.
 cudaError_t allow_smem(Kernel kernel, size_t bytes) {
     if (bytes <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (err != cudaSuccess) cudaGetLastError();
+    return err;
 }
 
 // The first pass: with two row tiles a block, each warp takes both (RT = 2)
@@ -827,9 +831,23 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
     const int64_t tile_rows = int64_t(plan.m_tiles) * kRows;
     const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
     const dim3 block(kThreads);
-    // kBackwardWithLogits always takes the deeper staging: at the shallower
-    // its MNIST variant spills (16 bytes of stack at 255 registers).
-    const bool short_chunks = plan.chunk / plan.i_lanes <= kShortChunkSteps && mode != kBackwardWithLogits;
+    bool short_chunks = plan.chunk / plan.i_lanes <= kShortChunkSteps;
+    // kBackwardWithLogits takes the deeper staging wherever its shared memory
+    // (two row tiles) fits a block there: at the shallower its MNIST variant
+    // spills (16 bytes of stack at 255 registers) and its first pass took 44.4
+    // us against 40.4 under ncu at b128 (bench/results/
+    // nvidia-h200-tensor-training-pair/, run 6). At out_caps, out_dim and
+    // in_dim 16 it does not fit (234 KB).
+    if (mode == kBackwardWithLogits && short_chunks) {
+        DeviceLimits device;
+        if (cudaError_t err = device_limits(&device); err != cudaSuccess) return err;
+        with_variant(s, [&](auto variant) {
+            using V = decltype(variant);
+            const Args a = args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, true);
+            short_chunks = smem_bytes<V, kLongStages>(a, 2) > size_t(device.smem_per_block_optin);
+            return cudaSuccess;
+        });
+    }
     return with_variant_and_stages(s, short_chunks, [&](auto variant, auto staged) {
         using V = decltype(variant);
         constexpr int S = decltype(staged)::value;
