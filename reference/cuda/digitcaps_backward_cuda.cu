@@ -890,7 +890,14 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 // version 2's 342.6 / 1144.3 and torch.compile's forward and backward 1371.6
 // / 5180.6 in the same call. Under ncu at b128 (run 6): first pass 15.0 us,
 // the passes storing c 24.6-25.1, the backward passes 25.4-29.5, grad_u_hat
-// 44.5, the gradients 51.1, first_coefficients 4.0.
+// 44.5, the gradients 51.1, first_coefficients 4.0. With c_0 as one [I, J]
+// table (bench/results/nvidia-h200-tensor-training-pair/, run 7): 243.3 /
+// 736.9 us; first_coefficients 2.0 and grad_u_hat 41.4-43.1 under ncu.
+// From the forward's s (run 7): 196.6 us at MNIST b128 and 611.7 at b512,
+// against the Halide pair's rows_vectors 501.6 / 1599.1 in the same call;
+// under ncu at b128 the two passes with the logits 40.4 and 41.2 us (run 6;
+// 44.4 and 40.9 at the shallower staging, run 5), rows_of_given_s 5.6, the
+// row kernels 3.0-4.8 each, grad_u_hat 41.6 and the gradients 51.0 (run 5).
 // ---------------------------------------------------------------------------
 namespace {
 

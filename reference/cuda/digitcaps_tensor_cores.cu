@@ -213,7 +213,14 @@ struct Args {
 //   kBackwardWithLogits  the same, with c computed (and stored) by the pass
 //               itself, as kAgreement computes it: the logits b0 + u_hat .
 //               v_sum from the forward's v_sum, and gs in a second row tile
-//               (version 3 from the forward's s, with no replay).
+//               (version 3 from the forward's s, with no replay). Under ncu
+//               on an H200 at MNIST b128 (bench/results/
+//               nvidia-h200-tensor-training-pair/, runs 5-6): 40.4-41.2 us
+//               and 10.0 M warp instructions a pass, against kBackward's
+//               26.0-30.6 us and 7.3-7.4 M and the agreement pass storing
+//               c's 24.8-25.7 us and 7.7 M: the one kernel costs less than
+//               the two, but more than its instructions' share (255
+//               registers, two chains of shuffles a step).
 enum PassMode { kFirstPass, kAgreement, kBackward, kBackwardWithLogits };
 
 // The coupling coefficients a pass stores or reads, each [B, I, J] (null:
@@ -760,10 +767,11 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 }
 
 // Past 48 KB of shared memory a block the kernel must be allowed more,
-// before a launch and before an occupancy query.
+// before a launch and before an occupancy query. A refusal is returned and
+// also cleared from the runtime's last error, so that a later call's
+// cudaGetLastError does not report it again (bench/results/
+// nvidia-h200-tensor-training-pair/, run 7).
 template <typename Kernel>
-// A refusal is returned and also cleared from the runtime's last error, so
-// that a later call's cudaGetLastError does not report it again.
 cudaError_t allow_smem(Kernel kernel, size_t bytes) {
     if (bytes <= 48 * 1024) return cudaSuccess;
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));

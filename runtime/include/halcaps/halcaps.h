@@ -137,8 +137,9 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
 // over u_hat's B·I·J·E values an iteration; digitcaps_backward_with_s reads
 // them instead. The gradients are those of digitcaps at the s given (the
 // forward's own s, up to float32 rounding, when they come from
-// digitcaps_with_s with the same u, W and b0). On CUDA both are built for 3
-// iterations (unsupported_iterations otherwise); on the CPU for 1, 3 and 5.
+// digitcaps_with_s with the same u, W and b0). Their Halide kernels are built
+// for 3 iterations on CUDA (unsupported_iterations otherwise) and for 1, 3
+// and 5 on the CPU; the hand-written "cuda_tensor" runs any count on CUDA.
 // routing_s must be [iterations, batch, out_caps, out_dim] (bad_rank,
 // extent_mismatch otherwise).
 Status digitcaps_with_s(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
