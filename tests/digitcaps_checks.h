@@ -279,34 +279,44 @@ inline void check_digitcaps_forward(const std::string &impl, bool with_s, const 
         reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
 }
 
-// digitcaps_backward_with_s by `impl` on one fresh problem, from the s of the
-// same implementation's digitcaps_with_s where it has one (training's pair),
-// else the device's default's; against the reference. A shape the backward
-// refuses is refused before any read of s.
+// Training's pair on `p`: digitcaps_with_s by `impl` where it has one, else
+// by the device's default (its routing_s kept in `routing_s`), then
+// digitcaps_backward_with_s by `impl` from that s; returns the backward's
+// status (the forward's must be ok).
+inline Status run_training_pair(const std::string &impl, DigitCapsProblem &p, std::vector<float> &routing_s,
+                                int iterations, bool with_b0, Device device, bool with_grad_b0) {
+    const TensorView b0 = with_b0 ? p.b0_v() : TensorView{};
+    const std::vector<std::string> forwards = implementations("digitcaps_with_s", iterations, device);
+    const bool own_forward = std::find(forwards.begin(), forwards.end(), impl) != forwards.end();
+    const Status forward = digitcaps_with_s(p.u_v(), p.W_v(), b0, p.v_v(), p.routing_s_v(routing_s, iterations),
+                                            iterations, device_options(device, own_forward ? impl : ""));
+    INFO("the forward: " << forward.message);
+    REQUIRE(forward.ok());
+    return digitcaps_backward_with_s(p.u_v(), p.W_v(), b0, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
+                                     p.grad_u_v(), p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{},
+                                     iterations, device_options(device, impl));
+}
+
+// digitcaps_backward_with_s by `impl` on one fresh problem (changed by
+// `prepare` where given), from its training pair's s (run_training_pair);
+// against the reference. A shape the backward refuses is refused before any
+// read of s.
 inline void check_digitcaps_backward_with_s(const std::string &impl, const DigitCapsShape &shape, int iterations,
-                                            bool with_b0, Device device, bool with_grad_b0 = true) {
+                                            bool with_b0, Device device, bool with_grad_b0 = true,
+                                            const std::function<void(DigitCapsProblem &)> &prepare = {}) {
     INFO("digitcaps_backward_with_s " << impl << (with_grad_b0 ? "" : ", grad_b0 not asked for"));
     DigitCapsProblem p(shape);
+    if (prepare) prepare(p);
     std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
-    const TensorView b0 = with_b0 ? p.b0_v() : TensorView{};
-    auto backward = [&] {
-        return digitcaps_backward_with_s(p.u_v(), p.W_v(), b0, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
-                                         p.grad_u_v(), p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{},
-                                         iterations, device_options(device, impl));
-    };
     if (refuses_shape(impl, shape)) {
-        const Status st = backward();
+        const Status st = digitcaps_backward_with_s(
+            p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
+            p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations, device_options(device, impl));
         INFO(st.message);
         require_refusal(impl, st);
         return;
     }
-    const std::vector<std::string> forwards = implementations("digitcaps_with_s", iterations, device);
-    const bool own_forward = std::find(forwards.begin(), forwards.end(), impl) != forwards.end();
-    Status st = digitcaps_with_s(p.u_v(), p.W_v(), b0, p.v_v(), p.routing_s_v(routing_s, iterations), iterations,
-                                 device_options(device, own_forward ? impl : ""));
-    INFO("the forward: " << st.message);
-    REQUIRE(st.ok());
-    st = backward();
+    const Status st = run_training_pair(impl, p, routing_s, iterations, with_b0, device, with_grad_b0);
     INFO(st.message);
     REQUIRE(st.ok());
     require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), with_grad_b0);
@@ -348,8 +358,9 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
 }
 
 // The gradients on the forward's hard inputs (u_hat and u scaled by 1e-25,
-// 1e-6 and 1e15; b0 x 80), by every implementation of route_backward and
-// digitcaps_backward on `device`. At 1e-25
+// 1e-6 and 1e15; b0 x 80), by every implementation of route_backward,
+// digitcaps_backward and digitcaps_backward_with_s (from its training pair's
+// s) on `device`. At 1e-25
 // the reference's gradients (~1e-44) are beyond float32, so finite and no
 // larger than 1e-30 is what is checked; 1e-6 and 1e15 against the reference
 // (its conditioned check). Large logits with u_hat x 1e15 are left out:
@@ -405,6 +416,21 @@ inline void check_backward_on_hard_inputs(Device device) {
                 const Status st = digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(),
                                                      p.grad_W_v(), p.grad_b0_v(), iterations,
                                                      device_options(device, impl));
+                INFO(st.message);
+                REQUIRE(st.ok());
+                finite_and_tiny("grad_u", p.grad_u);
+                finite_and_tiny("grad_W", p.grad_W);
+            }
+            for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
+                if (scale >= 1e-20f) {
+                    check_digitcaps_backward_with_s(impl, s, iterations, true, device, true, scaled_u);
+                    continue;
+                }
+                INFO("digitcaps_backward_with_s " << impl);
+                DigitCapsProblem p(s);
+                scaled_u(p);
+                std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+                const Status st = run_training_pair(impl, p, routing_s, iterations, true, device, true);
                 INFO(st.message);
                 REQUIRE(st.ok());
                 finite_and_tiny("grad_u", p.grad_u);

@@ -5,14 +5,15 @@
 # shared-memory request is cleared from the runtime's last error, which had
 # failed the next test's launch too). Binaries in .gpu/: the tests run 7
 # failed and those around them (hand_backward, the grid, odd sizes, the MNIST
-# variant's odd sizes); the training-pair test under the four sanitizers;
+# variant's odd sizes, the hard inputs, now with the training pair's
+# backward); the training-pair test under the four sanitizers;
 # both backward ops' cuda_tensor at MNIST b128 and b512.
 set -uo pipefail
 out=${OUT:-bench/results/nvidia-h200-tensor-training-pair/run8}
 mkdir -p "$out" /tmp/bin
 for name in halcaps halcaps_cuda_tests; do xz -dc ".gpu/$name.xz" > "/tmp/bin/$name"; chmod +x "/tmp/bin/$name"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu.txt"
-timeout 40 /tmp/bin/halcaps_cuda_tests "[hand_backward],cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*" \
+timeout 40 /tmp/bin/halcaps_cuda_tests "[hand_backward],cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*,cuda digitcaps: hard inputs*" \
     -d yes > "$out/tests.log" 2>&1
 echo "rc $?" >> "$out/tests.log"; tail -4 "$out/tests.log"; grep -B3 -A14 FAILED "$out/tests.log" | head -40
 SANITIZER_LOG_DIR=/tmp/sanitizer timeout 50 bash scripts/sanitize-gpu-tests.sh /tmp/bin/halcaps_cuda_tests \
