@@ -16,6 +16,7 @@
 #include "capsule_prediction_tensor_cores.h"
 #include "device_limits.h"
 #include "pointer_alignment.h"
+#include "smem_opt_in.h"
 
 namespace halcaps::cuda_reference {
 namespace {
@@ -871,13 +872,6 @@ bool tuned_supported(const PredictShape &s) {
            (s.batch + kTileRows - 1) / kTileRows <= INT_MAX;
 }
 
-// Kernels needing more than 48 KB of shared memory must opt in.
-template <typename Kernel>
-cudaError_t allow_smem(Kernel kernel, size_t bytes) {
-    if (bytes <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-}
-
 template <int KM, int V>
 cudaError_t launch_forward_v2(const float *u, const float *W, float *u_hat, const PredictShape &s,
                               cudaStream_t stream) {
@@ -986,7 +980,7 @@ cudaError_t launch_grad_W_v2(const float *g, const float *u, float *grad_W, cons
     a.gW_vec = K == KM && aligned16(grad_W);
     const size_t smem = GradWSmem<KM, V>::bytes(a.RT, a.TX, a.TY);
     auto kernel = grad_W_v2_kernel<KM, V>;
-    cudaError_t err = allow_smem(kernel, smem);
+    cudaError_t err = allow_dynamic_smem(kernel, smem);
     if (err != cudaSuccess) return err;
     kernel<<<static_cast<unsigned>(s.in_caps), kThreads, smem, stream>>>(g, u, grad_W, a);
     return cudaGetLastError();
@@ -1037,7 +1031,7 @@ cudaError_t launch_tiled(const float *g, const float *u, const float *W, float *
 
     const size_t smem = TiledSmem<KM, GW>::bytes(kTileStages, a.LDG, a.JC);
     auto kernel = backward_tiled_kernel<KM, VEC, GW>;
-    cudaError_t err = allow_smem(kernel, smem);
+    cudaError_t err = allow_dynamic_smem(kernel, smem);
     if (err != cudaSuccess) return err;
     // Persistent grid: as many blocks as are resident at once.
     DeviceLimits d;

@@ -10,6 +10,7 @@
 #include "digitcaps_naive_steps.cuh"
 #include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
+#include "smem_opt_in.h"
 
 namespace halcaps::cuda_reference {
 
@@ -306,9 +307,7 @@ __global__ void __maxnreg__(kPassRegisters) pass_kernel(const float *__restrict_
 // otherwise reports 0 blocks).
 template <int EM, bool FAST>
 cudaError_t allow_smem(const Args &a) {
-    const size_t bytes = smem_bytes(a);
-    if (bytes <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(pass_kernel<EM, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    return allow_dynamic_smem(pass_kernel<EM, FAST>, smem_bytes(a));
 }
 
 template <int EM, bool FAST>

@@ -156,6 +156,7 @@
 #include "device_limits.h"
 #include "digitcaps_shared.cuh"
 #include "pointer_alignment.h"
+#include "smem_opt_in.h"
 #include "tf32_mma.cuh"
 
 namespace halcaps::cuda_reference {
@@ -766,19 +767,6 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     }
 }
 
-// Past 48 KB of shared memory a block the kernel must be allowed more,
-// before a launch and before an occupancy query. A refusal is returned and
-// also cleared from the runtime's last error, so that a later call's
-// cudaGetLastError does not report it again (bench/results/
-// nvidia-h200-tensor-training-pair/, run 7).
-template <typename Kernel>
-cudaError_t allow_smem(Kernel kernel, size_t bytes) {
-    if (bytes <= 48 * 1024) return cudaSuccess;
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-    if (err != cudaSuccess) cudaGetLastError();
-    return err;
-}
-
 // The first pass: with two row tiles a block, each warp takes both (RT = 2)
 // and the block's 4 warps are 4 i-lanes (digitcaps_tensor), so that a W
 // pair is split once for 32 rows. Only where two tiles' sums fit the
@@ -863,7 +851,7 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
         a.vector_out = a.dense && aligned16(partial);
         auto overlapping = [&](auto kernel, int row_tiles = 1) {  // after the kernel ahead, which it may overlap
             const size_t smem = smem_bytes<V, S>(a, row_tiles);
-            if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
+            if (cudaError_t e = allow_dynamic_smem(kernel, smem); e != cudaSuccess) return e;
             return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0, v_sum, gs_rows,
                                                         partial, a, co);
         };
@@ -882,7 +870,7 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
             }
         }
         const size_t smem = smem_bytes<V, S>(first);
-        if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
+        if (cudaError_t e = allow_dynamic_smem(kernel, smem); e != cudaSuccess) return e;
         kernel<<<grid, block, smem, stream>>>(u, W, b0, v_sum, gs_rows, partial, first, co);
         return cudaGetLastError();
     });
@@ -919,7 +907,7 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
             constexpr int S = tensor::kLongStages;
             const size_t smem = tensor::smem_bytes<V, S>(a);
             auto kernel = tensor::pass_kernel<V, tensor::kAgreement, false, 1, S>;
-            if (cudaError_t e = tensor::allow_smem(kernel, smem); e != cudaSuccess) return e;
+            if (cudaError_t e = allow_dynamic_smem(kernel, smem); e != cudaSuccess) return e;
             return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
         });
         err != cudaSuccess) {
