@@ -888,7 +888,7 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                                          : std::string())
                 << "\n\n"
                 << "| implementation | family | check | µs | call µs | GB/s | % copy BW | GFLOP/s | × vs "
-                << naive_name(r.op, device) << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
+                << naive_name(without_s(r.op), device) << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
                 << " |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|" << (r.op == "capsconv" ? "---|" : "")
                 << "\n";
         }
