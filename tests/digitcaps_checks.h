@@ -279,22 +279,29 @@ inline void check_digitcaps_forward(const std::string &impl, bool with_s, const 
         reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
 }
 
+// digitcaps_backward_with_s by `impl` on `p` from the s in `routing_s`.
+inline Status backward_with_s(const std::string &impl, DigitCapsProblem &p, std::vector<float> &routing_s,
+                              int iterations, bool with_b0, Device device, bool with_grad_b0) {
+    return digitcaps_backward_with_s(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{},
+                                     p.routing_s_v(routing_s, iterations), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(),
+                                     with_grad_b0 ? p.grad_b0_v() : TensorView{}, iterations,
+                                     device_options(device, impl));
+}
+
 // Training's pair on `p`: digitcaps_with_s by `impl` where it has one, else
 // by the device's default (its routing_s kept in `routing_s`), then
-// digitcaps_backward_with_s by `impl` from that s; returns the backward's
-// status (the forward's must be ok).
+// backward_with_s by `impl` from that s; returns the backward's status (the
+// forward's must be ok).
 inline Status run_training_pair(const std::string &impl, DigitCapsProblem &p, std::vector<float> &routing_s,
                                 int iterations, bool with_b0, Device device, bool with_grad_b0) {
-    const TensorView b0 = with_b0 ? p.b0_v() : TensorView{};
     const std::vector<std::string> forwards = implementations("digitcaps_with_s", iterations, device);
     const bool own_forward = std::find(forwards.begin(), forwards.end(), impl) != forwards.end();
-    const Status forward = digitcaps_with_s(p.u_v(), p.W_v(), b0, p.v_v(), p.routing_s_v(routing_s, iterations),
-                                            iterations, device_options(device, own_forward ? impl : ""));
+    const Status forward =
+        digitcaps_with_s(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(),
+                         p.routing_s_v(routing_s, iterations), iterations, device_options(device, own_forward ? impl : ""));
     INFO("the forward: " << forward.message);
     REQUIRE(forward.ok());
-    return digitcaps_backward_with_s(p.u_v(), p.W_v(), b0, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
-                                     p.grad_u_v(), p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{},
-                                     iterations, device_options(device, impl));
+    return backward_with_s(impl, p, routing_s, iterations, with_b0, device, with_grad_b0);
 }
 
 // digitcaps_backward_with_s by `impl` on one fresh problem (changed by
@@ -308,16 +315,14 @@ inline void check_digitcaps_backward_with_s(const std::string &impl, const Digit
     DigitCapsProblem p(shape);
     if (prepare) prepare(p);
     std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
-    if (refuses_shape(impl, shape)) {
-        const Status st = digitcaps_backward_with_s(
-            p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.routing_s_v(routing_s, iterations), p.grad_v_v(),
-            p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(), iterations, device_options(device, impl));
-        INFO(st.message);
+    const bool refused = refuses_shape(impl, shape);
+    const Status st = refused ? backward_with_s(impl, p, routing_s, iterations, with_b0, device, with_grad_b0)
+                              : run_training_pair(impl, p, routing_s, iterations, with_b0, device, with_grad_b0);
+    INFO(st.message);
+    if (refused) {
         require_refusal(impl, st);
         return;
     }
-    const Status st = run_training_pair(impl, p, routing_s, iterations, with_b0, device, with_grad_b0);
-    INFO(st.message);
     REQUIRE(st.ok());
     require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), with_grad_b0);
 }

@@ -799,11 +799,11 @@ cudaError_t with_variant(const DigitCapsLayerShape &s, Call call) {
 }
 
 // with_variant, with the stage count as well (std::integral_constant):
-// kShortStages where the chunks are short, else kLongStages.
+// kShortStages where `shallow` (launch_pass decides), else kLongStages.
 template <typename Call>
-cudaError_t with_variant_and_stages(const DigitCapsLayerShape &s, bool short_chunks, Call call) {
+cudaError_t with_variant_and_stages(const DigitCapsLayerShape &s, bool shallow, Call call) {
     return with_variant(s, [&](auto variant) {
-        if (short_chunks) return call(variant, std::integral_constant<int, kShortStages>());
+        if (shallow) return call(variant, std::integral_constant<int, kShortStages>());
         return call(variant, std::integral_constant<int, kLongStages>());
     });
 }
@@ -827,24 +827,25 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
     const int64_t tile_rows = int64_t(plan.m_tiles) * kRows;
     const dim3 grid(unsigned((s.batch + tile_rows - 1) / tile_rows), unsigned(plan.chunks));
     const dim3 block(kThreads);
-    bool short_chunks = plan.chunk / plan.i_lanes <= kShortChunkSteps;
-    // kBackwardWithLogits takes the deeper staging wherever its shared memory
-    // (two row tiles) fits a block there: at the shallower its MNIST variant
-    // spills (16 bytes of stack at 255 registers) and its first pass took 44.4
-    // us against 40.4 under ncu at b128 (bench/results/
-    // nvidia-h200-tensor-training-pair/, run 6). At out_caps, out_dim and
-    // in_dim 16 it does not fit (234 KB).
-    if (mode == kBackwardWithLogits && short_chunks) {
+    // The shallower staging where the chunks are short. kBackwardWithLogits
+    // instead takes the deeper wherever its shared memory (two row tiles)
+    // fits a block, whatever the chunks' length, and the shallower where it
+    // does not (out_caps, out_dim and in_dim 16: 234 KB): at the shallower
+    // its MNIST variant spills (16 bytes of stack at 255 registers) and its
+    // first pass took 44.4 us against 40.4 under ncu at b128 (bench/results/
+    // nvidia-h200-tensor-training-pair/, run 6).
+    bool shallow = plan.chunk / plan.i_lanes <= kShortChunkSteps;
+    if (mode == kBackwardWithLogits) {
         DeviceLimits device;
         if (cudaError_t err = device_limits(&device); err != cudaSuccess) return err;
         with_variant(s, [&](auto variant) {
             using V = decltype(variant);
             const Args a = args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, true);
-            short_chunks = smem_bytes<V, kLongStages>(a, 2) > size_t(device.smem_per_block_optin);
+            shallow = smem_bytes<V, kLongStages>(a, 2) > size_t(device.smem_per_block_optin);
             return cudaSuccess;
         });
     }
-    return with_variant_and_stages(s, short_chunks, [&](auto variant, auto staged) {
+    return with_variant_and_stages(s, shallow, [&](auto variant, auto staged) {
         using V = decltype(variant);
         constexpr int S = decltype(staged)::value;
         Args a = args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));

@@ -45,7 +45,8 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
                                const TensorView *routing_s, int iterations, const Options &options);
 // Their gradients by the hand-written CUDA ("cuda_naive" and "cuda_passes"
 // for "route_backward" and "digitcaps_backward", "cuda_tensor" for
-// "digitcaps_backward"); b0 and grad_b0 may be absent (b0 zeros, grad_b0 not
+// "digitcaps_backward" and, routing_s not null, "digitcaps_backward_with_s");
+// b0 and grad_b0 may be absent (b0 zeros, grad_b0 not
 // computed). Arguments checked by the caller; cuda_passes and cuda_tensor
 // refuse, before any device work, a shape beyond their limits
 // (unsupported_shape, naming the extent).
