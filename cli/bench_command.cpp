@@ -107,11 +107,13 @@ std::string naive_name(const std::string &op, Device device) {
 // The operators (as list_implementations names them) that `--op` runs: the
 // one mapping from --op to the rows run_bench produces.
 std::vector<std::string> bench_ops(const std::string &ops) {
-    if (ops == "digitcaps") return {"digitcaps", "digitcaps_with_s"};
-    if (ops == "digitcaps_backward") return {"digitcaps_backward", "digitcaps_backward_with_s"};
+    if (ops == "digitcaps") return {"digitcaps", "digitcaps_with_s", "digitcaps_with_c"};
+    if (ops == "digitcaps_backward") {
+        return {"digitcaps_backward", "digitcaps_backward_with_s", "digitcaps_backward_with_c"};
+    }
     if (ops != "all") return {ops};  // predict, predict_backward, route, capsconv
-    return {"predict", "predict_backward", "digitcaps", "digitcaps_with_s", "route", "digitcaps_backward",
-            "digitcaps_backward_with_s", "capsconv"};
+    return {"predict", "predict_backward", "digitcaps", "digitcaps_with_s", "digitcaps_with_c", "route",
+            "digitcaps_backward", "digitcaps_backward_with_s", "digitcaps_backward_with_c", "capsconv"};
 }
 
 bool runs_op(const BenchArgs &a, const std::string &op) {
@@ -471,27 +473,32 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     const double layer_flops = route_flops + 2.0 * s.routing().u_hat_size() * s.in_dim;
     const reference::Tolerance tol{1e-5, 1e-4};
 
-    // `second`, `second_ref`, `second_tol`: a second output checked too
-    // (digitcaps_with_s's routing_s).
+    // `more`: further outputs checked too (the training pairs' routing_s and
+    // routing_c), each against its reference at its tolerance.
+    struct CheckedOutput {
+        Tensor *tensor;
+        const std::vector<double> *ref;
+        reference::Tolerance tol;
+    };
     auto run_op = [&](const std::string &op, const std::vector<double> &ref, double bytes, double flops,
-                      const std::function<Status(const Options &, int)> &call, Tensor &v, Tensor *second = nullptr,
-                      const std::vector<double> *second_ref = nullptr, reference::Tolerance second_tol = {}) {
+                      const std::function<Status(const Options &, int)> &call, Tensor &v,
+                      const std::vector<CheckedOutput> &more = {}) {
         for (const std::string &implementation : implementations_of(op, device, a, kIterations)) {
             Options options;
             options.device = device;
             options.implementation = implementation;
             v.poison();
-            if (second != nullptr) second->poison();
+            for (const CheckedOutput &m : more) m.tensor->poison();
             if (Status st = call(options, 0); !st.ok()) {  // e.g. fused blocks past 48 KB of shared memory: n/a
                 rows.push_back(failed_row(op, shape, implementation, device, st));
                 continue;
             }
             v.download();
             auto c = reference::compare(v.host().data(), ref, tol);
-            if (second != nullptr) {
-                second->download();
-                const auto c2 = reference::compare(second->host().data(), *second_ref, second_tol);
-                if (!c2.passed) c = c2;
+            for (const CheckedOutput &m : more) {
+                m.tensor->download();
+                const auto cm = reference::compare(m.tensor->host().data(), *m.ref, m.tol);
+                if (!cm.passed && c.passed) c = cm;
             }
             Row r = timed_routing_row(a, op, shape, options, c, call);
             fill_rates(r, bytes, flops, copy_gbs);
@@ -526,7 +533,20 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
                    return digitcaps_with_s(u.view(n), W.view(n), TensorView{}, v.view(), routing_s.view(), kIterations,
                                            o);
                },
-               v, &routing_s, &ref_s, tol_s);
+               v, {{&routing_s, &ref_s, tol_s}});
+        // And keeping every iteration's c too: routing_c's write besides.
+        Tensor routing_c({kIterations, s.batch, s.in_caps, s.out_caps}, device);
+        const auto ref_c = reference::digitcaps_routing_c_f64(s, u.first().host().data(), W.first().host().data(),
+                                                              nullptr, kIterations);
+        run_op("digitcaps_with_c", ref,
+               input_bytes + 4.0 * (1 + kIterations) * s.v_size() +
+                   4.0 * kIterations * s.batch * s.in_caps * s.out_caps,
+               layer_flops,
+               [&](const Options &o, int n) {
+                   return digitcaps_with_c(u.view(n), W.view(n), TensorView{}, v.view(), routing_s.view(),
+                                           routing_c.view(), kIterations, o);
+               },
+               v, {{&routing_s, &ref_s, tol_s}, {&routing_c, &ref_c, tol}});
     }
     if (runs_op(a, "route")) {
         const int sets = rotation_sets(device, u_hat_bytes);
@@ -718,9 +738,25 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
     forward_options.device = device;
     const Status forward = digitcaps_with_s(u.view(0), W.view(0), TensorView{}, v.view(), routing_s.view(), kIterations,
                                             forward_options);
-    for (const std::string op : {"digitcaps_backward", "digitcaps_backward_with_s"}) {
-        const bool with_s = op == "digitcaps_backward_with_s";
+    // digitcaps_backward_with_c from the s and c of the device's default
+    // digitcaps_with_c (cuda_tensor: CUDA only, as the backward).
+    const int64_t c_floats = kIterations * s.batch * s.in_caps * s.out_caps;
+    Tensor routing_s_of_c({kIterations, s.batch, s.out_caps, s.out_dim}, device);
+    Tensor routing_c({kIterations, s.batch, s.in_caps, s.out_caps}, device);
+    const bool with_c_built = !implementations_of("digitcaps_backward_with_c", device, a, kIterations).empty();
+    const Status forward_c = with_c_built ? digitcaps_with_c(u.view(0), W.view(0), TensorView{}, v.view(),
+                                                             routing_s_of_c.view(), routing_c.view(), kIterations,
+                                                             forward_options)
+                                          : Status::success();
+    for (const std::string op : {"digitcaps_backward", "digitcaps_backward_with_s", "digitcaps_backward_with_c"}) {
+        const bool with_s = op == "digitcaps_backward_with_s", with_c = op == "digitcaps_backward_with_c";
         auto call = [&](const Options &o, int n) {
+            if (with_c) {
+                if (!forward_c.ok()) return forward_c;
+                return digitcaps_backward_with_c(u.view(n), W.view(n), TensorView{}, routing_s_of_c.view(),
+                                                 routing_c.view(), grad_v.view(n), grad_u.view(), grad_W.view(),
+                                                 TensorView{}, kIterations, o);
+            }
             if (with_s) {
                 if (!forward.ok()) return forward;
                 return digitcaps_backward_with_s(u.view(n), W.view(n), TensorView{}, routing_s.view(), grad_v.view(n),
@@ -748,25 +784,29 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
             r.max_abs_error = std::max(cu.max_abs_error, cw.max_abs_error);
             r.rel_l2_error = std::max(cu.relative_l2_error, cw.relative_l2_error);
             r.check_summary = "grad_u " + cu.summary() + "; grad_W " + cw.summary();
-            fill_rates(r, bytes + (with_s ? 4.0 * kIterations * s.v_size() : 0.0), flops, copy_gbs);
+            const double state_bytes = with_s   ? 4.0 * kIterations * s.v_size()
+                                       : with_c ? 4.0 * (kIterations * s.v_size() + c_floats)
+                                                : 0.0;
+            fill_rates(r, bytes + state_bytes, flops, copy_gbs);
             rows.push_back(r);
         }
     }
 }
 
-// The training pair's rows (digitcaps_with_s, digitcaps_backward_with_s)
-// are measured against their plain op's naive row.
-std::string without_s(const std::string &op) {
-    const std::string suffix = "_with_s";
-    if (op.size() > suffix.size() && op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        return op.substr(0, op.size() - suffix.size());
+// The training pairs' rows (digitcaps_with_s, digitcaps_backward_with_s,
+// and the same _with_c) are measured against their plain op's naive row.
+std::string plain_op(const std::string &op) {
+    for (const std::string suffix : {"_with_s", "_with_c"}) {
+        if (op.size() > suffix.size() && op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0) {
+            return op.substr(0, op.size() - suffix.size());
+        }
     }
     return op;
 }
 
 void fill_speedups(std::vector<Row> &rows, Device device) {
     for (Row &r : rows) {
-        const std::string base = without_s(r.op);
+        const std::string base = plain_op(r.op);
         for (const Row &n : rows) {
             if (n.op == base && n.shape == r.shape && n.implementation == naive_name(base, device)) {
                 r.speedup_vs_naive = n.us / r.us;
@@ -888,7 +928,7 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                                          : std::string())
                 << "\n\n"
                 << "| implementation | family | check | µs | call µs | GB/s | % copy BW | GFLOP/s | × vs "
-                << naive_name(without_s(r.op), device) << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
+                << naive_name(plain_op(r.op), device) << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
                 << " |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|" << (r.op == "capsconv" ? "---|" : "")
                 << "\n";
         }

@@ -228,6 +228,23 @@ std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const f
     return digitcaps_routing_s_f64(shape, u_d.data(), W_d.data(), b0 ? b0_d.data() : nullptr, iterations);
 }
 
+std::vector<double> digitcaps_routing_c_f64(const DigitCapsShape &shape, const double *u, const double *W,
+                                            const double *b0, int iterations) {
+    const PredictShape p{shape.batch, shape.in_caps, shape.in_dim, shape.out_caps, shape.out_dim};
+    const auto u_hat = predict_f64(p, u, W);
+    const RoutingTrace trace = route_trace(shape.routing(), u_hat.data(), b0, iterations);
+    std::vector<double> out;
+    for (const auto &c : trace.c) out.insert(out.end(), c.begin(), c.end());
+    return out;
+}
+
+std::vector<double> digitcaps_routing_c_f64(const DigitCapsShape &shape, const float *u, const float *W,
+                                            const float *b0, int iterations) {
+    const auto u_d = to_double(u, shape.u_size()), W_d = to_double(W, shape.W_size());
+    const auto b0_d = to_double(b0, shape.b0_size());
+    return digitcaps_routing_c_f64(shape, u_d.data(), W_d.data(), b0 ? b0_d.data() : nullptr, iterations);
+}
+
 // The layer's backward is the routing's, then prediction's two gradients
 // (DESIGN.md §1.1) applied to grad_u_hat.
 DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const double *u, const double *W,

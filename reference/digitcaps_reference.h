@@ -70,6 +70,13 @@ std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const d
 std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const float *u, const float *W,
                                             const float *b0, int iterations);
 
+// The coupling coefficients c of every routing iteration of the layer,
+// [iterations, B, I, J] (digitcaps_with_c's routing_c). b0 may be null.
+std::vector<double> digitcaps_routing_c_f64(const DigitCapsShape &shape, const double *u, const double *W,
+                                            const double *b0, int iterations);
+std::vector<double> digitcaps_routing_c_f64(const DigitCapsShape &shape, const float *u, const float *W,
+                                            const float *b0, int iterations);
+
 struct DigitCapsGradients {
     std::vector<double> grad_u;   // [B, I, K]
     std::vector<double> grad_W;   // [I, J, E, K]

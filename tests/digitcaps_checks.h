@@ -161,6 +161,9 @@ struct DigitCapsProblem {
     TensorView routing_s_v(std::vector<float> &routing_s, int iterations) {
         return host_view(routing_s, {iterations, s.batch, s.out_caps, s.out_dim});
     }
+    TensorView routing_c_v(std::vector<float> &routing_c, int iterations) {
+        return host_view(routing_c, {iterations, s.batch, s.in_caps, s.out_caps});
+    }
 };
 
 // The gradients' sensitivity factor for require_close_conditioned. The
@@ -327,6 +330,52 @@ inline void check_digitcaps_backward_with_s(const std::string &impl, const Digit
     require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), with_grad_b0);
 }
 
+// The training pair that keeps c by `impl` on one fresh problem (changed by
+// `prepare` where given): digitcaps_with_c, its v, routing_s and routing_c
+// against the reference, then digitcaps_backward_with_c from its s and c,
+// the gradients against the reference. Both refuse a shape beyond `impl`'s
+// limits before any device work.
+inline void check_digitcaps_with_c(const std::string &impl, const DigitCapsShape &shape, int iterations,
+                                   bool with_b0, Device device, bool with_grad_b0 = true,
+                                   const std::function<void(DigitCapsProblem &)> &prepare = {}) {
+    INFO("digitcaps_with_c, digitcaps_backward_with_c " << impl << (with_grad_b0 ? "" : ", grad_b0 not asked for"));
+    DigitCapsProblem p(shape);
+    if (prepare) prepare(p);
+    std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+    std::vector<float> routing_c = nan_filled(iterations * p.s.batch * p.s.in_caps * p.s.out_caps);
+    const TensorView b0_view = with_b0 ? p.b0_v() : TensorView{};
+    const Options options = device_options(device, impl);
+    const Status forward = digitcaps_with_c(p.u_v(), p.W_v(), b0_view, p.v_v(), p.routing_s_v(routing_s, iterations),
+                                            p.routing_c_v(routing_c, iterations), iterations, options);
+    INFO("the forward: " << forward.message);
+    const Status backward = digitcaps_backward_with_c(
+        p.u_v(), p.W_v(), b0_view, p.routing_s_v(routing_s, iterations), p.routing_c_v(routing_c, iterations),
+        p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{}, iterations, options);
+    INFO("the backward: " << backward.message);
+    if (refuses_shape(impl, shape)) {
+        require_refusal(impl, forward);
+        require_refusal(impl, backward);
+        return;
+    }
+    REQUIRE(forward.ok());
+    REQUIRE(backward.ok());
+    require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), with_grad_b0);
+    // The forward's outputs on the plain problem (a prepared one is the hard
+    // inputs', whose forward values their own test checks).
+    if (prepare) return;
+    const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
+    const float *b0 = with_b0 ? p.b0.data() : nullptr;
+    const double *b0_n = with_b0 ? b0_nudged.data() : nullptr;
+    require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+                              reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    require_close_conditioned(
+        "routing_s", routing_s, reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+        reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    require_close_conditioned(
+        "routing_c", routing_c, reference::digitcaps_routing_c_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+        reference::digitcaps_routing_c_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+}
+
 // Every implementation of route, digitcaps and their backward built for
 // `iterations`, on one fresh problem each, against the reference.
 inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0, bool backward = true,
@@ -360,12 +409,15 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
     for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
         check_digitcaps_backward_with_s(impl, shape, iterations, with_b0, device);
     }
+    for (const auto &impl : implementations("digitcaps_backward_with_c", iterations, device)) {
+        check_digitcaps_with_c(impl, shape, iterations, with_b0, device);
+    }
 }
 
 // The gradients on the forward's hard inputs (u_hat and u scaled by 1e-25,
 // 1e-6 and 1e15; b0 x 80), by every implementation of route_backward,
-// digitcaps_backward and digitcaps_backward_with_s (from its training pair's
-// s) on `device`. At 1e-25
+// digitcaps_backward, digitcaps_backward_with_s (from its training pair's
+// s) and digitcaps_backward_with_c (from its pair's s and c) on `device`. At 1e-25
 // the reference's gradients (~1e-44) are beyond float32, so finite and no
 // larger than 1e-30 is what is checked; 1e-6 and 1e15 against the reference
 // (its conditioned check). Large logits with u_hat x 1e15 are left out:
@@ -436,6 +488,31 @@ inline void check_backward_on_hard_inputs(Device device) {
                 scaled_u(p);
                 std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
                 const Status st = run_training_pair(impl, p, routing_s, iterations, true, device, true);
+                INFO(st.message);
+                REQUIRE(st.ok());
+                finite_and_tiny("grad_u", p.grad_u);
+                finite_and_tiny("grad_W", p.grad_W);
+            }
+            for (const auto &impl : implementations("digitcaps_backward_with_c", iterations, device)) {
+                if (scale >= 1e-20f) {
+                    check_digitcaps_with_c(impl, s, iterations, true, device, true, scaled_u);
+                    continue;
+                }
+                INFO("digitcaps_with_c, digitcaps_backward_with_c " << impl);
+                DigitCapsProblem p(s);
+                scaled_u(p);
+                std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
+                std::vector<float> routing_c = nan_filled(iterations * p.s.batch * p.s.in_caps * p.s.out_caps);
+                const Options options = device_options(device, impl);
+                const Status forward =
+                    digitcaps_with_c(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), p.routing_s_v(routing_s, iterations),
+                                     p.routing_c_v(routing_c, iterations), iterations, options);
+                INFO(forward.message);
+                REQUIRE(forward.ok());
+                const Status st = digitcaps_backward_with_c(
+                    p.u_v(), p.W_v(), p.b0_v(), p.routing_s_v(routing_s, iterations),
+                    p.routing_c_v(routing_c, iterations), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(),
+                    iterations, options);
                 INFO(st.message);
                 REQUIRE(st.ok());
                 finite_and_tiny("grad_u", p.grad_u);

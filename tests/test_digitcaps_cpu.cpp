@@ -30,6 +30,9 @@ TEST_CASE("routing: implementations are listed with their iteration counts", "[r
     for (int n : {1, 3, 5}) {
         REQUIRE(implementations("digitcaps_with_s", n) == std::vector<std::string>{"fused_cpu"});
         REQUIRE(implementations("digitcaps_backward_with_s", n) == std::vector<std::string>{"cpu"});
+        // The pair keeping c is the hand-written CUDA's only.
+        REQUIRE(implementations("digitcaps_with_c", n).empty());
+        REQUIRE(implementations("digitcaps_backward_with_c", n).empty());
     }
 }
 
@@ -185,6 +188,32 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
     require_status(digitcaps_with_s(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {3, 2, 5, 6}), 3,
                                     cpu_options("cpu")),
                    StatusCode::unknown_implementation, "digitcaps_with_s: no implementation named 'cpu'");
+    // routing_c: [iterations, batch, in_caps, out_caps]; checked before the
+    // implementation is looked for, which on the CPU there is none of.
+    std::vector<float> routing_c(3 * 2 * 3 * 5);
+    require_status(digitcaps_with_c(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {3, 2, 5, 6}),
+                                    host_view(routing_c, {3, 2, 3, 4}), 3, o),
+                   StatusCode::extent_mismatch,
+                   "digitcaps_with_c: routing_c extent 3 (out_caps) is 4 but W has out_caps = 5");
+    require_status(digitcaps_with_c(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {3, 2, 5, 6}),
+                                    host_view(routing_c, {3, 6, 5}), 3, o),
+                   StatusCode::bad_rank, "digitcaps_with_c: routing_c must have rank 4");
+    require_status(digitcaps_backward_with_c(p.u_v(), p.W_v(), TensorView{}, host_view(routing_s, {2, 2, 5, 6}),
+                                             host_view(routing_c, {2, 2, 3, 5}), p.grad_v_v(), p.grad_u_v(),
+                                             p.grad_W_v(), TensorView{}, 3, o),
+                   StatusCode::extent_mismatch,
+                   "digitcaps_backward_with_c: routing_s (iterations) is 2 but the call's iterations = 3");
+    require_status(digitcaps_backward_with_c(p.u_v(), p.W_v(), TensorView{}, host_view(routing_s, {3, 2, 5, 6}),
+                                             host_view(routing_c, {3, 2, 3, 5}), p.grad_v_v(), p.grad_u_v(),
+                                             p.grad_W_v(), TensorView{}, 3, o),
+                   StatusCode::unknown_implementation,
+                   "digitcaps_backward_with_c: no implementation on device cpu; only the hand-written "
+                   "'cuda_tensor' on device cuda keeps c");
+    require_status(digitcaps_with_c(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {3, 2, 5, 6}),
+                                    host_view(routing_c, {3, 2, 3, 5}), 3, cpu_options("cpu")),
+                   StatusCode::unknown_implementation,
+                   "digitcaps_with_c: no implementation named 'cpu' on device cpu; only the hand-written "
+                   "'cuda_tensor' on device cuda keeps c");
     // Optional outputs may be left out.
     REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), TensorView{}, p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), TensorView{},
                                3, o)

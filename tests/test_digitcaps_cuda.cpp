@@ -567,6 +567,24 @@ TEST_CASE("cuda digitcaps: cuda_tensor's training pair at odd sizes, at its limi
     }
 }
 
+// cuda_tensor's training pair that keeps c (digitcaps_with_c, then
+// digitcaps_backward_with_c from its s and c: backward passes that read c)
+// on the same shapes, 1 and 3 iterations, grad_b0 asked for and not.
+TEST_CASE("cuda digitcaps: cuda_tensor's training pair keeping c, at odd sizes, at its limits and past them",
+          "[cuda][digitcaps][hand_backward]") {
+    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {17, 33, 8, 10, 16},
+                                                {130, 37, 16, 11, 13}, {3, 150, 8, 10, 4}, {37, 7, 16, 16, 16},
+                                                {5, 7, 17, 10, 16},    {5, 7, 8, 10, 17},  {70, 50, 7, 9, 13}};
+    int n = 0;
+    for (const DigitCapsShape &s : shapes) {
+        for (int iterations : {1, 3}) {
+            const bool with_b0 = n++ % 2 == 0;
+            INFO("seed " << seed() << ", " << name(s, iterations, with_b0));
+            check_digitcaps_with_c("cuda_tensor", s, iterations, with_b0, Device::cuda, n % 3 != 0);
+        }
+    }
+}
+
 // The hand-written backward on device tensors one float off a 16-byte
 // boundary (the prediction kernels, cuda_passes' pass kernels and
 // cuda_tensor's copies take their 4-byte paths there).

@@ -937,26 +937,43 @@ int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &sh, 
            PassesScratch::floats(tensor_geometry(sh, plan), iterations);
 }
 
+cudaError_t digitcaps_first_coefficients(const float *b0, float *c, const DigitCapsLayerShape &sh,
+                                         cudaStream_t stream) {
+    if (c == nullptr || sh.out_caps > kTensorMaxOutCaps || sh.batch < 1 || sh.in_caps < 1) return cudaErrorInvalidValue;
+    const i64 I = sh.in_caps, J = sh.out_caps;
+    constexpr i64 kBatchSlices = 64;  // grid rows
+    first_coefficients<<<dim3(unsigned(blocks_for(I * J)), unsigned(std::min(sh.batch, kBatchSlices))), kThreads, 0,
+                         stream>>>(b0, c, sh.batch, I, int(J));
+    return cudaGetLastError();
+}
+
 cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *routing_s,
-                                      const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
+                                      const float *routing_c, const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
                                       const DigitCapsLayerShape &sh, int iterations, const DigitCapsTensorPlan &plan,
                                       float *scratch, cudaStream_t stream) {
     if (iterations < 1 || sh.batch < 1 || sh.in_caps < 1 || digitcaps_tensor_refusal(sh).extent != nullptr ||
         plan.chunk < 1 || plan.chunks != (sh.in_caps + plan.chunk - 1) / plan.chunk || u == nullptr ||
-        W == nullptr || grad_v == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr) {
+        W == nullptr || grad_v == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr ||
+        (routing_c != nullptr && routing_s == nullptr)) {
         return cudaErrorInvalidValue;
     }
     const passes::Geometry g = tensor_geometry(sh, plan);
     float *grad_u_hat = scratch;
     PassesScratch w(scratch + g.B * g.I * g.J * g.E, g, iterations);
-    // c_0 per batch row only for grad_b0's G_0 pass; else one [I, J] table
-    // (grad_u_hat reads it for every row: 5.9 MB less written and read at
-    // MNIST b128).
-    const i64 c0_rows = grad_b0 != nullptr ? g.B : 1;
-    if (grad_b0 == nullptr) w.trace.c0_batch_stride = 0;
-    constexpr i64 kBatchSlices = 64;  // grid rows of first_coefficients
-    first_coefficients<<<dim3(unsigned(blocks_for(g.I * g.J)), unsigned(std::min(c0_rows, kBatchSlices))), kThreads,
-                         0, stream>>>(b0, w.trace.c, c0_rows, g.I, g.J);
+    if (routing_c != nullptr) {
+        // The forward's c, c_0 for every batch row among them, read in place:
+        // nothing writes the trace's c on this path.
+        w.trace.c = const_cast<float *>(routing_c);
+    } else {
+        // c_0 per batch row only for grad_b0's G_0 pass; else one [I, J] table
+        // (grad_u_hat reads it for every row: 5.9 MB less written and read at
+        // MNIST b128).
+        const i64 c0_rows = grad_b0 != nullptr ? g.B : 1;
+        if (grad_b0 == nullptr) w.trace.c0_batch_stride = 0;
+        constexpr i64 kBatchSlices = 64;  // grid rows of first_coefficients
+        first_coefficients<<<dim3(unsigned(blocks_for(g.I * g.J)), unsigned(std::min(c0_rows, kBatchSlices))),
+                             kThreads, 0, stream>>>(b0, w.trace.c, c0_rows, g.I, g.J);
+    }
     auto pass = [&](DigitCapsTensorPass kind, const float *rows, const float *gs_rows,
                     const DigitCapsTensorCoefficients &co) {
         return digitcaps_tensor_pass(kind, u, W, kind == DigitCapsTensorPass::backward ? nullptr : b0, rows, gs_rows,
@@ -977,9 +994,9 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
                     co.G_next = t + 1 < iterations ? w.trace.G + (t + 1) * w.trace.BIJ : nullptr;
                     co.G_out = w.trace.G + t * w.trace.BIJ;
                     const float *gs_t = w.trace.gs + t * w.trace.BJE;
-                    // From the forward's s, c_t (t > 0) is the pass's own;
-                    // c_0 is first_coefficients'.
-                    if (routing_s != nullptr && t > 0) {
+                    // From the forward's s alone, c_t (t > 0) is the pass's own
+                    // and c_0 first_coefficients'; with its c too, every c_t is read.
+                    if (routing_s != nullptr && routing_c == nullptr && t > 0) {
                         co.c_out = w.trace.c + t * w.trace.BIJ;
                         return pass(DigitCapsTensorPass::backward_with_logits, w.trace.v_sum + t * w.trace.BJE, gs_t,
                                     co);

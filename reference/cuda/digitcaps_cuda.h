@@ -114,10 +114,18 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &shape, DigitCapsTen
 
 // v = digitcaps(u, W, b0) by version 3, as digitcaps_fused; where routing_s
 // is not null, every iteration's s is stored there too ([iterations, B, J,
-// E]: digitcaps_with_s).
+// E]: digitcaps_with_s); where routing_c is not null (with routing_s), every
+// iteration's coupling coefficients c too ([iterations, B, I, J]:
+// digitcaps_with_c), c_0 by digitcaps_first_coefficients and the later ones
+// by the agreement passes that compute them.
 cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v, float *routing_s,
-                             const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
-                             float *scratch, cudaStream_t stream);
+                             float *routing_c, const DigitCapsLayerShape &shape, int iterations,
+                             const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream);
+
+// c_0 = softmax over j of b0[i, :] (1 / J where b0 is null) for every batch
+// row: c [B, I, J]. out_caps at most 16.
+cudaError_t digitcaps_first_coefficients(const float *b0, float *c, const DigitCapsLayerShape &shape,
+                                         cudaStream_t stream);
 
 // Version 3's pass kernel on its own, one pass over the plan's grid, for
 // backward version 3 (digitcaps_backward_cuda.cu), which replays the forward
@@ -202,10 +210,13 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 // digitcaps_backward_tensor_scratch_floats floats (grad_u_hat among them).
 // routing_s: null, or the forward's s of every iteration ([iterations, B, J,
 // E], digitcaps_backward_with_s), which replaces the forward's replay.
+// routing_c: null, or (with routing_s) the forward's c of every iteration
+// ([iterations, B, I, J], digitcaps_backward_with_c): the backward passes
+// then read c rather than computing it from the logits.
 int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
                                                  int iterations);
 cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *routing_s,
-                                      const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
+                                      const float *routing_c, const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
                                       const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
                                       float *scratch, cudaStream_t stream);
 

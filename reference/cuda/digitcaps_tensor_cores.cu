@@ -923,20 +923,29 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
 }
 
 cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, float *v, float *routing_s,
-                             const DigitCapsLayerShape &s, int iterations, const DigitCapsTensorPlan &plan,
-                             float *scratch, cudaStream_t stream) {
+                             float *routing_c, const DigitCapsLayerShape &s, int iterations,
+                             const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
     if (iterations < 1 || !tensor::runs(s, plan) || u == nullptr || W == nullptr || v == nullptr ||
-        scratch == nullptr) {
+        scratch == nullptr || (routing_c != nullptr && routing_s == nullptr)) {
         return cudaErrorInvalidValue;
     }
     const int64_t rows = s.batch * s.out_caps;
     const int E = int(s.out_dim);
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
+    if (routing_c != nullptr) {
+        if (cudaError_t err = digitcaps_first_coefficients(b0, routing_c, s, stream); err != cudaSuccess) return err;
+    }
+    int t = 0;  // the iteration of the pass launched
     return digitcaps_shared::iterate(iterations, partial, v_sum, v, routing_s, rows, E, plan.chunks, stream,
                                      [&](bool agreement) {
+                                         // With routing_c, the agreement pass of iteration t stores its c_t.
+                                         tensor::Coefficients co;
+                                         const bool storing = agreement && routing_c != nullptr;
+                                         if (storing) co.c_out = routing_c + t * s.batch * s.in_caps * s.out_caps;
+                                         t++;
                                          return tensor::launch_pass(agreement ? tensor::kAgreement : tensor::kFirstPass,
-                                                                    false, s, plan, u, W, b0, v_sum, nullptr, partial,
-                                                                    tensor::Coefficients{}, stream);
+                                                                    storing, s, plan, u, W, b0, v_sum, nullptr, partial,
+                                                                    co, stream);
                                      });
 }
 

@@ -45,6 +45,9 @@ const std::vector<RoutingOp> &routing_ops() {
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
         {"digitcaps_with_s", {"digitcaps_fused_with_s"}, "the DigitCaps layer, keeping every iteration's s"},
         {"digitcaps_backward_with_s", {"digitcaps_backward_with_s"}, "DigitCaps gradients from the forward's s"},
+        // Hand-written CUDA only (cuda_tensor): no Halide generator keeps c.
+        {"digitcaps_with_c", {}, "the DigitCaps layer, keeping every iteration's s and c"},
+        {"digitcaps_backward_with_c", {}, "DigitCaps gradients from the forward's s and c"},
     };
     return ops;
 }
@@ -281,23 +284,54 @@ void check_routing_s(ArgumentChecks &checks, const TensorView &routing_s, int it
     checks.extent_is("routing_s", "iterations", iterations, "the call's iterations");
 }
 
-// digitcaps and digitcaps_with_s (`routing_s` non-null: the second output).
+// The `routing_c` tensor of digitcaps_with_c and digitcaps_backward_with_c:
+// [iterations, batch, in_caps, out_caps].
+void check_routing_c(ArgumentChecks &checks, const TensorView &routing_c, int iterations) {
+    checks.tensor("routing_c", routing_c, {"iterations", "batch", "in_caps", "out_caps"});
+    checks.extent_is("routing_c", "iterations", iterations, "the call's iterations");
+}
+
+// The ops that keep c have one implementation, the hand-written
+// "cuda_tensor" on CUDA: the options with it as the default, and the
+// status for a call that asks for anything else.
+Options with_c_options(const Options &options) {
+    Options chosen = options;
+    if (chosen.implementation.empty()) chosen.implementation = "cuda_tensor";
+    return chosen;
+}
+// `given`: the caller's options (an empty implementation named nothing).
+Status with_c_unavailable(const char *op, ArgumentChecks &checks, const Options &given) {
+    if (!checks.status().ok()) return checks.status();
+    const Device device = checks.resolve_device(given.device);
+    if (!checks.status().ok()) return checks.status();
+    const std::string named = given.implementation.empty() ? "" : " named '" + given.implementation + "'";
+    return {StatusCode::unknown_implementation, std::string(op) + ": no implementation" + named + " on device " +
+                                                    device_name(device) +
+                                                    "; only the hand-written 'cuda_tensor' on device cuda keeps c"};
+}
+
+// digitcaps, digitcaps_with_s (`routing_s` non-null: the second output) and
+// digitcaps_with_c (`routing_c` non-null too: the third).
 Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, const TensorView &b0,
-                     const TensorView &v, const TensorView *routing_s, int iterations, const Options &options) {
+                     const TensorView &v, const TensorView *routing_s, const TensorView *routing_c, int iterations,
+                     const Options &given_options) {
+    const Options options = routing_c != nullptr ? with_c_options(given_options) : given_options;
     ArgumentChecks checks(op);
     checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
     checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
     checks.tensor("v", v, {"batch", "out_caps", "out_dim"});
     if (routing_s != nullptr) check_routing_s(checks, *routing_s, iterations);
+    if (routing_c != nullptr) check_routing_c(checks, *routing_c, iterations);
     if (Status s = run_hand_routing(op, checks, options, iterations,
                                     [&] {
-                                        return detail::run_hand_cuda_digitcaps(u, W, b0, v, routing_s, iterations,
-                                                                               options);
+                                        return detail::run_hand_cuda_digitcaps(u, W, b0, v, routing_s, routing_c,
+                                                                               iterations, options);
                                     });
         s.code != StatusCode::unknown_implementation) {
         return s;
     }
+    if (routing_c != nullptr) return with_c_unavailable(op, checks, given_options);
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
@@ -350,12 +384,18 @@ Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, c
 
 Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v, int iterations,
                  const Options &options) {
-    return run_digitcaps("digitcaps", u, W, b0, v, nullptr, iterations, options);
+    return run_digitcaps("digitcaps", u, W, b0, v, nullptr, nullptr, iterations, options);
 }
 
 Status digitcaps_with_s(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
                         const TensorView &routing_s, int iterations, const Options &options) {
-    return run_digitcaps("digitcaps_with_s", u, W, b0, v, &routing_s, iterations, options);
+    return run_digitcaps("digitcaps_with_s", u, W, b0, v, &routing_s, nullptr, iterations, options);
+}
+
+Status digitcaps_with_c(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
+                        const TensorView &routing_s, const TensorView &routing_c, int iterations,
+                        const Options &options) {
+    return run_digitcaps("digitcaps_with_c", u, W, b0, v, &routing_s, &routing_c, iterations, options);
 }
 
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
@@ -390,28 +430,33 @@ Status route_backward(const TensorView &u_hat, const TensorView &b0, const Tenso
 
 namespace {
 
-// digitcaps_backward and digitcaps_backward_with_s (`routing_s` non-null).
+// digitcaps_backward, digitcaps_backward_with_s (`routing_s` non-null) and
+// digitcaps_backward_with_c (`routing_c` non-null too).
 Status run_digitcaps_backward(const char *op, const TensorView &u, const TensorView &W, const TensorView &b0,
-                              const TensorView *routing_s, const TensorView &grad_v, const TensorView &grad_u,
-                              const TensorView &grad_W, const TensorView &grad_b0, int iterations,
-                              const Options &options) {
+                              const TensorView *routing_s, const TensorView *routing_c, const TensorView &grad_v,
+                              const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
+                              int iterations, const Options &given_options) {
+    const Options options = routing_c != nullptr ? with_c_options(given_options) : given_options;
     ArgumentChecks checks(op);
     checks.tensor("u", u, {"batch", "in_caps", "in_dim"});
     checks.tensor("W", W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(b0)) checks.tensor("b0", b0, {"in_caps", "out_caps"});
     if (routing_s != nullptr) check_routing_s(checks, *routing_s, iterations);
+    if (routing_c != nullptr) check_routing_c(checks, *routing_c, iterations);
     checks.tensor("grad_v", grad_v, {"batch", "out_caps", "out_dim"});
     checks.tensor("grad_u", grad_u, {"batch", "in_caps", "in_dim"});
     checks.tensor("grad_W", grad_W, {"in_caps", "out_caps", "out_dim", "in_dim"});
     if (!is_absent(grad_b0)) checks.tensor("grad_b0", grad_b0, {"in_caps", "out_caps"});
     if (Status s = run_hand_routing(op, checks, options, iterations,
                                     [&] {
-                                        return detail::run_hand_cuda_digitcaps_backward(
-                                            u, W, b0, routing_s, grad_v, grad_u, grad_W, grad_b0, iterations, options);
+                                        return detail::run_hand_cuda_digitcaps_backward(u, W, b0, routing_s, routing_c,
+                                                                                        grad_v, grad_u, grad_W, grad_b0,
+                                                                                        iterations, options);
                                     });
         s.code != StatusCode::unknown_implementation) {
         return s;
     }
+    if (routing_c != nullptr) return with_c_unavailable(op, checks, given_options);
     Device device;
     const HalideKernelEntry *kernel = nullptr;
     if (Status s = pick_kernel(op, checks, options, iterations, &device, &kernel); !s.ok()) return s;
@@ -446,7 +491,7 @@ Status run_digitcaps_backward(const char *op, const TensorView &u, const TensorV
 Status digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &grad_v,
                           const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
                           int iterations, const Options &options) {
-    return run_digitcaps_backward("digitcaps_backward", u, W, b0, nullptr, grad_v, grad_u, grad_W, grad_b0,
+    return run_digitcaps_backward("digitcaps_backward", u, W, b0, nullptr, nullptr, grad_v, grad_u, grad_W, grad_b0,
                                   iterations, options);
 }
 
@@ -454,8 +499,16 @@ Status digitcaps_backward_with_s(const TensorView &u, const TensorView &W, const
                                  const TensorView &routing_s, const TensorView &grad_v, const TensorView &grad_u,
                                  const TensorView &grad_W, const TensorView &grad_b0, int iterations,
                                  const Options &options) {
-    return run_digitcaps_backward("digitcaps_backward_with_s", u, W, b0, &routing_s, grad_v, grad_u, grad_W,
+    return run_digitcaps_backward("digitcaps_backward_with_s", u, W, b0, &routing_s, nullptr, grad_v, grad_u, grad_W,
                                   grad_b0, iterations, options);
+}
+
+Status digitcaps_backward_with_c(const TensorView &u, const TensorView &W, const TensorView &b0,
+                                 const TensorView &routing_s, const TensorView &routing_c, const TensorView &grad_v,
+                                 const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
+                                 int iterations, const Options &options) {
+    return run_digitcaps_backward("digitcaps_backward_with_c", u, W, b0, &routing_s, &routing_c, grad_v, grad_u,
+                                  grad_W, grad_b0, iterations, options);
 }
 
 namespace detail {
@@ -514,6 +567,20 @@ void append_routing_implementations(std::vector<ImplementationInfo> &out) {
                            "hand-written CUDA, digitcaps_backward's cuda_tensor from the forward's s: no replay, each "
                            "backward pass computing its c from the logits (reference/cuda/digitcaps_backward_cuda.cu; "
                            "out_caps, out_dim, in_dim <= 16; any iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+        }
+        if (cuda_built() && std::string(r.op) == "digitcaps_with_c") {
+            out.push_back({r.op, "cuda_tensor", Device::cuda,
+                           "hand-written CUDA, digitcaps_with_s' cuda_tensor with every iteration's c stored too, by "
+                           "its agreement passes (reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, "
+                           "in_dim <= 16; any iteration count, listed: 1, 3, 5)",
+                           {1, 3, 5}});
+        }
+        if (cuda_built() && std::string(r.op) == "digitcaps_backward_with_c") {
+            out.push_back({r.op, "cuda_tensor", Device::cuda,
+                           "hand-written CUDA, digitcaps_backward_with_s' cuda_tensor reading the forward's c: no "
+                           "logits in its backward passes (reference/cuda/digitcaps_backward_cuda.cu; out_caps, "
+                           "out_dim, in_dim <= 16; any iteration count, listed: 1, 3, 5)",
                            {1, 3, 5}});
         }
         if (cuda_built() && std::string(r.op) == "digitcaps_backward") {

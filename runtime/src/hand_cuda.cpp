@@ -164,7 +164,7 @@ bool is_hand_cuda_routing_implementation(const std::string &op, const std::strin
     if (implementation == "cuda_passes") return backward;
     if (implementation == "cuda_tensor") {
         return op == "digitcaps" || op == "digitcaps_backward" || op == "digitcaps_with_s" ||
-               op == "digitcaps_backward_with_s";
+               op == "digitcaps_backward_with_s" || op == "digitcaps_with_c" || op == "digitcaps_backward_with_c";
     }
     return op == "digitcaps" && implementation == "cuda_fused";
 }
@@ -238,8 +238,11 @@ Status tensor_refusal(const std::string &op, const ref::DigitCapsLayerShape &lay
 }  // namespace
 
 Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
-                               const TensorView *routing_s, int iterations, const Options &options) {
-    const std::string op = routing_s != nullptr ? "digitcaps_with_s" : "digitcaps";
+                               const TensorView *routing_s, const TensorView *routing_c, int iterations,
+                               const Options &options) {
+    const std::string op = routing_c != nullptr   ? "digitcaps_with_c"
+                           : routing_s != nullptr ? "digitcaps_with_s"
+                                                  : "digitcaps";
     const std::string &implementation = options.implementation;
     const bool fused = implementation == "cuda_fused", tensor = implementation == "cuda_tensor";
     const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
@@ -265,9 +268,13 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
     if (Status s = memory.input(u, &u_d); !s.ok()) return s;
     if (Status s = memory.input(W, &W_d); !s.ok()) return s;
     if (Status s = memory.output(v, &v_d); !s.ok()) return s;
-    float *routing_s_d = nullptr;  // only cuda_tensor keeps s (is_hand_cuda_routing_implementation)
+    // Only cuda_tensor keeps s and c (is_hand_cuda_routing_implementation).
+    float *routing_s_d = nullptr, *routing_c_d = nullptr;
     if (routing_s != nullptr) {
         if (Status s = memory.output(*routing_s, &routing_s_d); !s.ok()) return s;
+    }
+    if (routing_c != nullptr) {
+        if (Status s = memory.output(*routing_c, &routing_c_d); !s.ok()) return s;
     }
     if (fused || tensor) {
         const float *b0_d = nullptr;
@@ -283,8 +290,8 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
             return s;
         }
         err = fused ? ref::digitcaps_fused(u_d, W_d, b0_d, v_d, layer, iterations, fused_plan, scratch, stream)
-                    : ref::digitcaps_tensor(u_d, W_d, b0_d, v_d, routing_s_d, layer, iterations, tensor_plan, scratch,
-                                            stream);
+                    : ref::digitcaps_tensor(u_d, W_d, b0_d, v_d, routing_s_d, routing_c_d, layer, iterations,
+                                            tensor_plan, scratch, stream);
         if (err != cudaSuccess) return cuda_status(op, "launching " + implementation, err);
         return memory.finish();
     }
@@ -359,10 +366,12 @@ Status run_hand_cuda_route_backward(const TensorView &u_hat, const TensorView &b
 }
 
 Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0,
-                                        const TensorView *routing_s, const TensorView &grad_v,
-                                        const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
-                                        int iterations, const Options &options) {
-    const std::string op = routing_s != nullptr ? "digitcaps_backward_with_s" : "digitcaps_backward";
+                                        const TensorView *routing_s, const TensorView *routing_c,
+                                        const TensorView &grad_v, const TensorView &grad_u, const TensorView &grad_W,
+                                        const TensorView &grad_b0, int iterations, const Options &options) {
+    const std::string op = routing_c != nullptr   ? "digitcaps_backward_with_c"
+                           : routing_s != nullptr ? "digitcaps_backward_with_s"
+                                                  : "digitcaps_backward";
     const bool passes = options.implementation == "cuda_passes", tensor = options.implementation == "cuda_tensor";
     const ref::DigitCapsLayerShape layer{u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
     const ref::RoutingShape routing{layer.batch, layer.in_caps, layer.out_caps, layer.out_dim};
@@ -381,9 +390,13 @@ Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W
     if (Status s = memory.input(u, &u_d); !s.ok()) return s;
     if (Status s = memory.input(W, &W_d); !s.ok()) return s;
     if (Status s = optional_input(memory, b0, &b0_d); !s.ok()) return s;
-    const float *routing_s_d = nullptr;  // only cuda_tensor starts from s (is_hand_cuda_routing_implementation)
+    // Only cuda_tensor starts from s and c (is_hand_cuda_routing_implementation).
+    const float *routing_s_d = nullptr, *routing_c_d = nullptr;
     if (routing_s != nullptr) {
         if (Status s = memory.input(*routing_s, &routing_s_d); !s.ok()) return s;
+    }
+    if (routing_c != nullptr) {
+        if (Status s = memory.input(*routing_c, &routing_c_d); !s.ok()) return s;
     }
     if (Status s = memory.input(grad_v, &grad_v_d); !s.ok()) return s;
     if (Status s = memory.output(grad_u, &grad_u_d); !s.ok()) return s;
@@ -406,8 +419,8 @@ Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W
     const cudaError_t err =
         passes   ? ref::digitcaps_backward_passes(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
                                                   iterations, plan, scratch, stream)
-        : tensor ? ref::digitcaps_backward_tensor(u_d, W_d, b0_d, routing_s_d, grad_v_d, grad_u_d, grad_W_d,
-                                                  grad_b0_d, layer, iterations, tensor_plan, scratch, stream)
+        : tensor ? ref::digitcaps_backward_tensor(u_d, W_d, b0_d, routing_s_d, routing_c_d, grad_v_d, grad_u_d,
+                                                  grad_W_d, grad_b0_d, layer, iterations, tensor_plan, scratch, stream)
                  : ref::digitcaps_backward_naive(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
                                                  iterations, scratch, stream);
     if (err != cudaSuccess) return cuda_status(op, "launching " + options.implementation, err);

@@ -32,8 +32,9 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
 // (reference/cuda/digitcaps_cuda.h): "cuda_naive" for both ops ("route" and
 // "digitcaps") and their gradients, "cuda_passes" for the gradients only,
 // "cuda_fused" for the layer's forward only, "cuda_tensor" for the layer's
-// forward and its gradients, and for training's pair ("digitcaps_with_s",
-// "digitcaps_backward_with_s": routing_s not null). b0 may be
+// forward and its gradients, and for training's pairs ("digitcaps_with_s",
+// "digitcaps_backward_with_s": routing_s not null; "digitcaps_with_c",
+// "digitcaps_backward_with_c": routing_c not null too). b0 may be
 // absent (data null: zeros). Arguments checked by the caller;
 // run_hand_cuda_digitcaps runs options.implementation and refuses, before
 // any device work, a shape beyond cuda_fused's or cuda_tensor's limits
@@ -42,10 +43,12 @@ bool is_hand_cuda_routing_implementation(const std::string &op, const std::strin
 Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations,
                            const Options &options);
 Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
-                               const TensorView *routing_s, int iterations, const Options &options);
+                               const TensorView *routing_s, const TensorView *routing_c, int iterations,
+                               const Options &options);
 // Their gradients by the hand-written CUDA ("cuda_naive" and "cuda_passes"
 // for "route_backward" and "digitcaps_backward", "cuda_tensor" for
-// "digitcaps_backward" and, routing_s not null, "digitcaps_backward_with_s");
+// "digitcaps_backward" and, routing_s not null, "digitcaps_backward_with_s",
+// with routing_c not null too, "digitcaps_backward_with_c");
 // b0 and grad_b0 may be absent (b0 zeros, grad_b0 not
 // computed). Arguments checked by the caller; cuda_passes and cuda_tensor
 // refuse, before any device work, a shape beyond their limits
@@ -54,9 +57,9 @@ Status run_hand_cuda_route_backward(const TensorView &u_hat, const TensorView &b
                                     const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations,
                                     const Options &options);
 Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0,
-                                        const TensorView *routing_s, const TensorView &grad_v,
-                                        const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
-                                        int iterations, const Options &options);
+                                        const TensorView *routing_s, const TensorView *routing_c,
+                                        const TensorView &grad_v, const TensorView &grad_u, const TensorView &grad_W,
+                                        const TensorView &grad_b0, int iterations, const Options &options);
 
 // Benchmark only: the cuBLAS forward without its final permute, writing
 // u_hat_ibje [I, B, J, E] (a different layout from predict's output). Device

@@ -149,6 +149,25 @@ Status digitcaps_backward_with_s(const TensorView &u, const TensorView &W, const
                                  const TensorView &grad_W, const TensorView &grad_b0, int iterations = 3,
                                  const Options &options = {});
 
+// Training's pair keeping the coupling coefficients too: digitcaps_with_c
+// also stores every iteration's c into routing_c [iterations, B, I, J] (c_t =
+// softmax over j of iteration t's logits; 17.7 MB at MNIST b128 and 3
+// iterations, against u_hat's 94 MB), and digitcaps_backward_with_c reads
+// routing_s and routing_c rather than computing c again from the logits,
+// which takes a pass over u_hat's B·I·J·E values an iteration. The
+// gradients are those of digitcaps at the s and c given. One implementation:
+// the hand-written "cuda_tensor" on CUDA, the default there (any iteration
+// count; out_caps, out_dim and in_dim at most 16, unsupported_shape beyond);
+// any other is unknown_implementation. routing_c must be [iterations,
+// batch, in_caps, out_caps] (bad_rank, extent_mismatch otherwise).
+Status digitcaps_with_c(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
+                        const TensorView &routing_s, const TensorView &routing_c, int iterations = 3,
+                        const Options &options = {});
+Status digitcaps_backward_with_c(const TensorView &u, const TensorView &W, const TensorView &b0,
+                                 const TensorView &routing_s, const TensorView &routing_c, const TensorView &grad_v,
+                                 const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
+                                 int iterations = 3, const Options &options = {});
+
 // ---- capsule convolution with 4x4 pose matrices (DESIGN.md §1.3) ----
 //
 //   input  [n, H, W, ci, 4, 4], filter [kh, kw, ci, co, 4, 4], output [n, OH, OW, co, 4, 4]
