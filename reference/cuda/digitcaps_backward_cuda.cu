@@ -682,16 +682,19 @@ auto with_out_dim(int E, F f) {
 struct PassesScratch {
     float *partial;
     passes::Trace trace;
-    PassesScratch(float *p, const passes::Geometry &g, int r) {
+    // own_c false: the caller's c (digitcaps_backward_with_c's routing_c), so
+    // no floats of the scratch for it (trace.c null until the caller sets it).
+    PassesScratch(float *p, const passes::Geometry &g, int r, bool own_c = true) {
         const i64 BJE = g.B * g.J * g.E, BIJ = g.B * g.I * g.J;
         partial = p;
         float *t = p + g.chunks * BJE;
-        trace = passes::Trace{t, t + r * BJE, t + 2 * r * BJE, t + 3 * r * BJE, t + 4 * r * BJE,
-                              t + 4 * r * BJE + r * BIJ, BJE, BIJ, g.I * g.J};
+        float *c = own_c ? t + 4 * r * BJE : nullptr;
+        trace = passes::Trace{t, t + r * BJE, t + 2 * r * BJE, t + 3 * r * BJE, c,
+                              t + 4 * r * BJE + (own_c ? r * BIJ : 0), BJE, BIJ, g.I * g.J};
     }
-    static i64 floats(const passes::Geometry &g, int r) {
+    static i64 floats(const passes::Geometry &g, int r, bool own_c = true) {
         const i64 BJE = g.B * g.J * g.E, BIJ = g.B * g.I * g.J;
-        return g.chunks * BJE + r * (4 * BJE + 2 * BIJ);
+        return g.chunks * BJE + r * (4 * BJE + (own_c ? 2 : 1) * BIJ);
     }
 };
 
@@ -937,9 +940,9 @@ passes::Geometry tensor_geometry(const DigitCapsLayerShape &sh, const DigitCapsT
 }  // namespace
 
 int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &sh, const DigitCapsTensorPlan &plan,
-                                                 int iterations) {
+                                                 int iterations, bool given_c) {
     return sh.batch * sh.in_caps * sh.out_caps * sh.out_dim +
-           PassesScratch::floats(tensor_geometry(sh, plan), iterations);
+           PassesScratch::floats(tensor_geometry(sh, plan), iterations, !given_c);
 }
 
 cudaError_t digitcaps_first_coefficients(const float *b0, float *c, const DigitCapsLayerShape &sh,
@@ -964,7 +967,7 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
     }
     const passes::Geometry g = tensor_geometry(sh, plan);
     float *grad_u_hat = scratch;
-    PassesScratch w(scratch + g.B * g.I * g.J * g.E, g, iterations);
+    PassesScratch w(scratch + g.B * g.I * g.J * g.E, g, iterations, routing_c == nullptr);
     if (routing_c != nullptr) {
         // The forward's c, c_0 for every batch row among them, read in place:
         // nothing writes the trace's c on this path.

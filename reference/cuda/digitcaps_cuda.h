@@ -213,8 +213,9 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 // routing_c: null, or (with routing_s) the forward's c of every iteration
 // ([iterations, B, I, J], digitcaps_backward_with_c): the backward passes
 // then read c rather than computing it from the logits.
+// given_c: routing_c will be given (the scratch then holds no c).
 int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
-                                                 int iterations);
+                                                 int iterations, bool given_c);
 cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *routing_s,
                                       const float *routing_c, const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
                                       const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,

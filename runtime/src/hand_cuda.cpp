@@ -412,9 +412,11 @@ Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W
             return cuda_status(op, "planning cuda_tensor", err);
         }
     }
-    const int64_t scratch_floats = passes   ? ref::digitcaps_backward_passes_scratch_floats(layer, plan)
-                                   : tensor ? ref::digitcaps_backward_tensor_scratch_floats(layer, tensor_plan, iterations)
-                                            : ref::digitcaps_backward_naive_scratch_floats(layer, iterations);
+    const bool given_c = routing_c != nullptr;
+    const int64_t scratch_floats =
+        passes   ? ref::digitcaps_backward_passes_scratch_floats(layer, plan)
+        : tensor ? ref::digitcaps_backward_tensor_scratch_floats(layer, tensor_plan, iterations, given_c)
+                 : ref::digitcaps_backward_naive_scratch_floats(layer, iterations);
     if (Status s = memory.scratch(scratch_floats, &scratch); !s.ok()) return s;
     const cudaError_t err =
         passes   ? ref::digitcaps_backward_passes(u_d, W_d, b0_d, grad_v_d, grad_u_d, grad_W_d, grad_b0_d, layer,
