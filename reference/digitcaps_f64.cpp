@@ -211,38 +211,53 @@ std::vector<double> digitcaps_f64(const DigitCapsShape &shape, const float *u, c
     return digitcaps_f64(shape, u_d.data(), W_d.data(), b0 ? b0_d.data() : nullptr, iterations);
 }
 
-std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const double *u, const double *W,
-                                            const double *b0, int iterations) {
+namespace {
+
+// The layer's routing trace (prediction, then routing), and one of its
+// per-iteration parts laid end to end ([iterations, ...]).
+RoutingTrace layer_trace(const DigitCapsShape &shape, const double *u, const double *W, const double *b0,
+                         int iterations) {
     const PredictShape p{shape.batch, shape.in_caps, shape.in_dim, shape.out_caps, shape.out_dim};
     const auto u_hat = predict_f64(p, u, W);
-    const RoutingTrace trace = route_trace(shape.routing(), u_hat.data(), b0, iterations);
+    return route_trace(shape.routing(), u_hat.data(), b0, iterations);
+}
+std::vector<double> concatenated(const std::vector<std::vector<double>> &parts) {
     std::vector<double> out;
-    for (const auto &s : trace.s) out.insert(out.end(), s.begin(), s.end());
+    for (const auto &part : parts) out.insert(out.end(), part.begin(), part.end());
     return out;
+}
+// The float overloads' inputs in float64 (b0 null where absent).
+struct LayerInputs {
+    std::vector<double> u, W, b0;
+    bool has_b0;
+    LayerInputs(const DigitCapsShape &shape, const float *u_f, const float *W_f, const float *b0_f)
+        : u(to_double(u_f, shape.u_size())), W(to_double(W_f, shape.W_size())), b0(to_double(b0_f, shape.b0_size())),
+          has_b0(b0_f != nullptr) {}
+    const double *b0_or_null() const { return has_b0 ? b0.data() : nullptr; }
+};
+
+}  // namespace
+
+std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const double *u, const double *W,
+                                            const double *b0, int iterations) {
+    return concatenated(layer_trace(shape, u, W, b0, iterations).s);
 }
 
 std::vector<double> digitcaps_routing_s_f64(const DigitCapsShape &shape, const float *u, const float *W,
                                             const float *b0, int iterations) {
-    const auto u_d = to_double(u, shape.u_size()), W_d = to_double(W, shape.W_size());
-    const auto b0_d = to_double(b0, shape.b0_size());
-    return digitcaps_routing_s_f64(shape, u_d.data(), W_d.data(), b0 ? b0_d.data() : nullptr, iterations);
+    const LayerInputs in(shape, u, W, b0);
+    return digitcaps_routing_s_f64(shape, in.u.data(), in.W.data(), in.b0_or_null(), iterations);
 }
 
 std::vector<double> digitcaps_routing_c_f64(const DigitCapsShape &shape, const double *u, const double *W,
                                             const double *b0, int iterations) {
-    const PredictShape p{shape.batch, shape.in_caps, shape.in_dim, shape.out_caps, shape.out_dim};
-    const auto u_hat = predict_f64(p, u, W);
-    const RoutingTrace trace = route_trace(shape.routing(), u_hat.data(), b0, iterations);
-    std::vector<double> out;
-    for (const auto &c : trace.c) out.insert(out.end(), c.begin(), c.end());
-    return out;
+    return concatenated(layer_trace(shape, u, W, b0, iterations).c);
 }
 
 std::vector<double> digitcaps_routing_c_f64(const DigitCapsShape &shape, const float *u, const float *W,
                                             const float *b0, int iterations) {
-    const auto u_d = to_double(u, shape.u_size()), W_d = to_double(W, shape.W_size());
-    const auto b0_d = to_double(b0, shape.b0_size());
-    return digitcaps_routing_c_f64(shape, u_d.data(), W_d.data(), b0 ? b0_d.data() : nullptr, iterations);
+    const LayerInputs in(shape, u, W, b0);
+    return digitcaps_routing_c_f64(shape, in.u.data(), in.W.data(), in.b0_or_null(), iterations);
 }
 
 // The layer's backward is the routing's, then prediction's two gradients

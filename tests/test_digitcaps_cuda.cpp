@@ -545,14 +545,12 @@ TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at its limits
     }
 }
 
-// cuda_tensor's training pair (digitcaps_with_s, then
-// digitcaps_backward_with_s from its s: the backward passes that compute
-// their own c) on the hand_backward shapes: odd sizes, its limits (16
-// everywhere) and past them (refused), batch ending inside its 32-row
-// blocks, 1 and 3 iterations, grad_b0 asked for and not. Small enough for
-// the sanitizers.
-TEST_CASE("cuda digitcaps: cuda_tensor's training pair at odd sizes, at its limits and past them",
-          "[cuda][digitcaps][hand_backward]") {
+// Calls check(shape, iterations, with_b0, with_grad_b0) on cuda_tensor's
+// training-pair shapes: odd sizes, its limits (16 everywhere) and past them,
+// batch ending inside its 32-row blocks; 1 and 3 iterations; b0 given every
+// other call, grad_b0 left out every third.
+template <typename Check>
+void for_training_pair_cases(Check check) {
     const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {17, 33, 8, 10, 16},
                                                 {130, 37, 16, 11, 13}, {3, 150, 8, 10, 4}, {37, 7, 16, 16, 16},
                                                 {5, 7, 17, 10, 16},    {5, 7, 8, 10, 17},  {70, 50, 7, 9, 13}};
@@ -561,28 +559,31 @@ TEST_CASE("cuda digitcaps: cuda_tensor's training pair at odd sizes, at its limi
         for (int iterations : {1, 3}) {
             const bool with_b0 = n++ % 2 == 0;
             INFO("seed " << seed() << ", " << name(s, iterations, with_b0));
-            check_digitcaps_forward("cuda_tensor", true, s, iterations, with_b0, Device::cuda);
-            check_digitcaps_backward_with_s("cuda_tensor", s, iterations, with_b0, Device::cuda, n % 3 != 0);
+            check(s, iterations, with_b0, n % 3 != 0);
         }
     }
 }
 
+// cuda_tensor's training pair (digitcaps_with_s, then
+// digitcaps_backward_with_s from its s: the backward passes that compute
+// their own c) on for_training_pair_cases' shapes (those past its limits
+// refused). Small enough for the sanitizers.
+TEST_CASE("cuda digitcaps: cuda_tensor's training pair at odd sizes, at its limits and past them",
+          "[cuda][digitcaps][hand_backward]") {
+    for_training_pair_cases([](const DigitCapsShape &s, int iterations, bool with_b0, bool with_grad_b0) {
+        check_digitcaps_forward("cuda_tensor", true, s, iterations, with_b0, Device::cuda);
+        check_digitcaps_backward_with_s("cuda_tensor", s, iterations, with_b0, Device::cuda, with_grad_b0);
+    });
+}
+
 // cuda_tensor's training pair that keeps c (digitcaps_with_c, then
 // digitcaps_backward_with_c from its s and c: backward passes that read c)
-// on the same shapes, 1 and 3 iterations, grad_b0 asked for and not.
+// on the same cases.
 TEST_CASE("cuda digitcaps: cuda_tensor's training pair keeping c, at odd sizes, at its limits and past them",
           "[cuda][digitcaps][hand_backward]") {
-    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {17, 33, 8, 10, 16},
-                                                {130, 37, 16, 11, 13}, {3, 150, 8, 10, 4}, {37, 7, 16, 16, 16},
-                                                {5, 7, 17, 10, 16},    {5, 7, 8, 10, 17},  {70, 50, 7, 9, 13}};
-    int n = 0;
-    for (const DigitCapsShape &s : shapes) {
-        for (int iterations : {1, 3}) {
-            const bool with_b0 = n++ % 2 == 0;
-            INFO("seed " << seed() << ", " << name(s, iterations, with_b0));
-            check_digitcaps_with_c("cuda_tensor", s, iterations, with_b0, Device::cuda, n % 3 != 0);
-        }
-    }
+    for_training_pair_cases([](const DigitCapsShape &s, int iterations, bool with_b0, bool with_grad_b0) {
+        check_digitcaps_with_c("cuda_tensor", s, iterations, with_b0, Device::cuda, with_grad_b0);
+    });
 }
 
 // The hand-written backward on device tensors one float off a 16-byte
