@@ -252,6 +252,27 @@ inline void check_digitcaps_backward(const std::string &impl, const DigitCapsSha
     require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), with_grad_b0);
 }
 
+// The layer's forward outputs on `p` against the reference (conditioned by
+// nudged inputs): v, and routing_s and routing_c where given (non-null).
+inline void require_forward_outputs(const DigitCapsProblem &p, bool with_b0, int iterations,
+                                    const std::vector<float> *routing_s, const std::vector<float> *routing_c) {
+    const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
+    const float *b0 = with_b0 ? p.b0.data() : nullptr;
+    const double *b0_n = with_b0 ? b0_nudged.data() : nullptr;
+    require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+                              reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    if (routing_s != nullptr) {
+        require_close_conditioned(
+            "routing_s", *routing_s, reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+            reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    }
+    if (routing_c != nullptr) {
+        require_close_conditioned(
+            "routing_c", *routing_c, reference::digitcaps_routing_c_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
+            reference::digitcaps_routing_c_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    }
+}
+
 // The layer by `impl` on one fresh problem, against the reference: digitcaps,
 // or (with_s) digitcaps_with_s, its routing_s checked too.
 inline void check_digitcaps_forward(const std::string &impl, bool with_s, const DigitCapsShape &shape, int iterations,
@@ -271,15 +292,7 @@ inline void check_digitcaps_forward(const std::string &impl, bool with_s, const 
         return;
     }
     REQUIRE(st.ok());
-    const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
-    const float *b0 = with_b0 ? p.b0.data() : nullptr;
-    const double *b0_n = with_b0 ? b0_nudged.data() : nullptr;
-    require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-                              reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
-    if (!with_s) return;
-    require_close_conditioned(
-        "routing_s", routing_s, reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-        reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    require_forward_outputs(p, with_b0, iterations, with_s ? &routing_s : nullptr, nullptr);
 }
 
 // digitcaps_backward_with_s by `impl` on `p` from the s in `routing_s`.
@@ -330,6 +343,31 @@ inline void check_digitcaps_backward_with_s(const std::string &impl, const Digit
     require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), with_grad_b0);
 }
 
+// The statuses of a training pair's two calls.
+struct PairStatus {
+    Status forward, backward;
+};
+
+// The training pair that keeps c on `p` by `impl`: digitcaps_with_c into
+// `routing_s` and `routing_c` (NaN-filled first, sized here), then
+// digitcaps_backward_with_c from them, whatever the forward's status.
+inline PairStatus run_training_pair_with_c(const std::string &impl, DigitCapsProblem &p, std::vector<float> &routing_s,
+                                           std::vector<float> &routing_c, int iterations, bool with_b0, Device device,
+                                           bool with_grad_b0) {
+    routing_s = nan_filled(iterations * p.s.v_size());
+    routing_c = nan_filled(iterations * p.s.batch * p.s.in_caps * p.s.out_caps);
+    const TensorView b0_view = with_b0 ? p.b0_v() : TensorView{};
+    const Options options = device_options(device, impl);
+    PairStatus st;
+    st.forward = digitcaps_with_c(p.u_v(), p.W_v(), b0_view, p.v_v(), p.routing_s_v(routing_s, iterations),
+                                  p.routing_c_v(routing_c, iterations), iterations, options);
+    st.backward = digitcaps_backward_with_c(p.u_v(), p.W_v(), b0_view, p.routing_s_v(routing_s, iterations),
+                                            p.routing_c_v(routing_c, iterations), p.grad_v_v(), p.grad_u_v(),
+                                            p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{}, iterations,
+                                            options);
+    return st;
+}
+
 // The training pair that keeps c by `impl` on one fresh problem (changed by
 // `prepare` where given): digitcaps_with_c, its v, routing_s and routing_c
 // against the reference, then digitcaps_backward_with_c from its s and c,
@@ -341,39 +379,22 @@ inline void check_digitcaps_with_c(const std::string &impl, const DigitCapsShape
     INFO("digitcaps_with_c, digitcaps_backward_with_c " << impl << (with_grad_b0 ? "" : ", grad_b0 not asked for"));
     DigitCapsProblem p(shape);
     if (prepare) prepare(p);
-    std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
-    std::vector<float> routing_c = nan_filled(iterations * p.s.batch * p.s.in_caps * p.s.out_caps);
-    const TensorView b0_view = with_b0 ? p.b0_v() : TensorView{};
-    const Options options = device_options(device, impl);
-    const Status forward = digitcaps_with_c(p.u_v(), p.W_v(), b0_view, p.v_v(), p.routing_s_v(routing_s, iterations),
-                                            p.routing_c_v(routing_c, iterations), iterations, options);
-    INFO("the forward: " << forward.message);
-    const Status backward = digitcaps_backward_with_c(
-        p.u_v(), p.W_v(), b0_view, p.routing_s_v(routing_s, iterations), p.routing_c_v(routing_c, iterations),
-        p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{}, iterations, options);
-    INFO("the backward: " << backward.message);
+    std::vector<float> routing_s, routing_c;
+    const PairStatus st = run_training_pair_with_c(impl, p, routing_s, routing_c, iterations, with_b0, device,
+                                                   with_grad_b0);
+    INFO("the forward: " << st.forward.message);
+    INFO("the backward: " << st.backward.message);
     if (refuses_shape(impl, shape)) {
-        require_refusal(impl, forward);
-        require_refusal(impl, backward);
+        require_refusal(impl, st.forward);
+        require_refusal(impl, st.backward);
         return;
     }
-    REQUIRE(forward.ok());
-    REQUIRE(backward.ok());
+    REQUIRE(st.forward.ok());
+    REQUIRE(st.backward.ok());
     require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), with_grad_b0);
     // The forward's outputs on the plain problem (a prepared one is the hard
     // inputs', whose forward values their own test checks).
-    if (prepare) return;
-    const std::vector<double> u_nudged = nudged(p.u, 1), W_nudged = nudged(p.W, 2), b0_nudged = nudged(p.b0, 3);
-    const float *b0 = with_b0 ? p.b0.data() : nullptr;
-    const double *b0_n = with_b0 ? b0_nudged.data() : nullptr;
-    require_close_conditioned("v", p.v, reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-                              reference::digitcaps_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
-    require_close_conditioned(
-        "routing_s", routing_s, reference::digitcaps_routing_s_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-        reference::digitcaps_routing_s_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
-    require_close_conditioned(
-        "routing_c", routing_c, reference::digitcaps_routing_c_f64(p.s, p.u.data(), p.W.data(), b0, iterations),
-        reference::digitcaps_routing_c_f64(p.s, u_nudged.data(), W_nudged.data(), b0_n, iterations), 1e-4);
+    if (!prepare) require_forward_outputs(p, with_b0, iterations, &routing_s, &routing_c);
 }
 
 // Every implementation of route, digitcaps and their backward built for
@@ -501,20 +522,13 @@ inline void check_backward_on_hard_inputs(Device device) {
                 INFO("digitcaps_with_c, digitcaps_backward_with_c " << impl);
                 DigitCapsProblem p(s);
                 scaled_u(p);
-                std::vector<float> routing_s = nan_filled(iterations * p.s.v_size());
-                std::vector<float> routing_c = nan_filled(iterations * p.s.batch * p.s.in_caps * p.s.out_caps);
-                const Options options = device_options(device, impl);
-                const Status forward =
-                    digitcaps_with_c(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), p.routing_s_v(routing_s, iterations),
-                                     p.routing_c_v(routing_c, iterations), iterations, options);
-                INFO(forward.message);
-                REQUIRE(forward.ok());
-                const Status st = digitcaps_backward_with_c(
-                    p.u_v(), p.W_v(), p.b0_v(), p.routing_s_v(routing_s, iterations),
-                    p.routing_c_v(routing_c, iterations), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), p.grad_b0_v(),
-                    iterations, options);
-                INFO(st.message);
-                REQUIRE(st.ok());
+                std::vector<float> routing_s, routing_c;
+                const PairStatus st = run_training_pair_with_c(impl, p, routing_s, routing_c, iterations, true, device,
+                                                               true);
+                INFO(st.forward.message);
+                REQUIRE(st.forward.ok());
+                INFO(st.backward.message);
+                REQUIRE(st.backward.ok());
                 finite_and_tiny("grad_u", p.grad_u);
                 finite_and_tiny("grad_W", p.grad_W);
             }

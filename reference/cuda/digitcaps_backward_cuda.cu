@@ -930,6 +930,15 @@ __global__ void first_coefficients(const float *__restrict__ b0, float *__restri
     for (i64 b = blockIdx.y; b < B; b += gridDim.y) c[b * I * J + n] = value;
 }
 
+// first_coefficients for `rows` batch rows of c ([rows, I, J]), the rows
+// over at most 64 grid rows.
+cudaError_t launch_first_coefficients(const float *b0, float *c, i64 rows, i64 I, int J, cudaStream_t stream) {
+    constexpr i64 kBatchSlices = 64;
+    first_coefficients<<<dim3(unsigned(blocks_for(I * J)), unsigned(std::min(rows, kBatchSlices))), kThreads, 0,
+                         stream>>>(b0, c, rows, I, J);
+    return cudaGetLastError();
+}
+
 passes::Geometry tensor_geometry(const DigitCapsLayerShape &sh, const DigitCapsTensorPlan &plan) {
     passes::Geometry g = geometry_of(RoutingShape{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim});
     g.chunk = plan.chunk;
@@ -948,17 +957,13 @@ int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &sh, 
 cudaError_t digitcaps_first_coefficients(const float *b0, float *c, const DigitCapsLayerShape &sh,
                                          cudaStream_t stream) {
     if (c == nullptr || sh.out_caps > kTensorMaxOutCaps || sh.batch < 1 || sh.in_caps < 1) return cudaErrorInvalidValue;
-    const i64 I = sh.in_caps, J = sh.out_caps;
-    constexpr i64 kBatchSlices = 64;  // grid rows
-    first_coefficients<<<dim3(unsigned(blocks_for(I * J)), unsigned(std::min(sh.batch, kBatchSlices))), kThreads, 0,
-                         stream>>>(b0, c, sh.batch, I, int(J));
-    return cudaGetLastError();
+    return launch_first_coefficients(b0, c, sh.batch, sh.in_caps, int(sh.out_caps), stream);
 }
 
 cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *routing_s,
-                                      const float *routing_c, const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
-                                      const DigitCapsLayerShape &sh, int iterations, const DigitCapsTensorPlan &plan,
-                                      float *scratch, cudaStream_t stream) {
+                                      const float *routing_c, const float *grad_v, float *grad_u, float *grad_W,
+                                      float *grad_b0, const DigitCapsLayerShape &sh, int iterations,
+                                      const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
     if (iterations < 1 || sh.batch < 1 || sh.in_caps < 1 || digitcaps_tensor_refusal(sh).extent != nullptr ||
         plan.chunk < 1 || plan.chunks != (sh.in_caps + plan.chunk - 1) / plan.chunk || u == nullptr ||
         W == nullptr || grad_v == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr ||
@@ -978,9 +983,9 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
         // MNIST b128).
         const i64 c0_rows = grad_b0 != nullptr ? g.B : 1;
         if (grad_b0 == nullptr) w.trace.c0_batch_stride = 0;
-        constexpr i64 kBatchSlices = 64;  // grid rows of first_coefficients
-        first_coefficients<<<dim3(unsigned(blocks_for(g.I * g.J)), unsigned(std::min(c0_rows, kBatchSlices))),
-                             kThreads, 0, stream>>>(b0, w.trace.c, c0_rows, g.I, g.J);
+        if (cudaError_t err = launch_first_coefficients(b0, w.trace.c, c0_rows, g.I, g.J, stream); err != cudaSuccess) {
+            return err;
+        }
     }
     auto pass = [&](DigitCapsTensorPass kind, const float *rows, const float *gs_rows,
                     const DigitCapsTensorCoefficients &co) {
