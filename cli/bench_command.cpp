@@ -748,17 +748,23 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
                                                              routing_s_of_c.view(), routing_c.view(), kIterations,
                                                              forward_options)
                                           : Status::success();
+    // A pair's backward row whose forward failed says so: the forward's
+    // refusal alone read as the backward's own.
+    auto needs_forward = [](const std::string &op, const std::string &forward_op, const Status &failed) {
+        return Status{failed.code, op + " starts from " + forward_op + "'s outputs, which failed here: " +
+                                       failed.message};
+    };
     for (const std::string op : {"digitcaps_backward", "digitcaps_backward_with_s", "digitcaps_backward_with_c"}) {
         const bool with_s = op == "digitcaps_backward_with_s", with_c = op == "digitcaps_backward_with_c";
         auto call = [&](const Options &o, int n) {
             if (with_c) {
-                if (!forward_c.ok()) return forward_c;
+                if (!forward_c.ok()) return needs_forward(op, "digitcaps_with_c", forward_c);
                 return digitcaps_backward_with_c(u.view(n), W.view(n), TensorView{}, routing_s_of_c.view(),
                                                  routing_c.view(), grad_v.view(n), grad_u.view(), grad_W.view(),
                                                  TensorView{}, kIterations, o);
             }
             if (with_s) {
-                if (!forward.ok()) return forward;
+                if (!forward.ok()) return needs_forward(op, "digitcaps_with_s", forward);
                 return digitcaps_backward_with_s(u.view(n), W.view(n), TensorView{}, routing_s.view(), grad_v.view(n),
                                                  grad_u.view(), grad_W.view(), TensorView{}, kIterations, o);
             }
