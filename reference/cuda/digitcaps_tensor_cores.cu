@@ -272,9 +272,17 @@ template <typename V, int S>
 __host__ __device__ int stage_region_floats(const Args &a) {
     return max(S * a.i_lanes * a.slice, (a.i_lanes - 1) * a.m_tiles * kRows * V::VS);
 }
+// Each warp's coefficient tile (a pass that stores or reads c or G): its 16
+// rows' J values at one input capsule, [16][JM], through which the lanes'
+// values reach global memory in address order (pass_kernel).
+template <typename V>
+constexpr int coefficient_tile_floats() {
+    return kThreads / 32 * kRows * V::JM;
+}
 template <typename V, int S>
-size_t smem_bytes(const Args &a, int row_tiles = 1) {
-    return sizeof(float) * (size_t(stage_region_floats<V, S>(a)) + size_t(row_tiles) * a.m_tiles * kRows * V::VS);
+size_t smem_bytes(const Args &a, int row_tiles = 1, bool coefficient_tiles = false) {
+    return sizeof(float) * (size_t(stage_region_floats<V, S>(a)) + size_t(row_tiles) * a.m_tiles * kRows * V::VS +
+                            (coefficient_tiles ? size_t(coefficient_tile_floats<V>()) : 0));
 }
 
 // d += a * w in float32 accuracy (3xTF32), w the lane's two B values (split
@@ -329,6 +337,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     float *v_tile = smem + region;  // [m_tiles * 16][vs]: v_sum[b, j, e] at (b, j * EP + e)
     const int tile_rows = a.m_tiles * kRows;
     float *gs_tile = v_tile + tile_rows * VS;  // kTwoTiles: gs' rows, as v_tile's
+    // kStore, kGradients: the warps' coefficient tiles, past v_tile (and gs_tile).
+    float *coefficient_tiles = v_tile + (kTwoTiles ? 2 : 1) * tile_rows * VS;
 
     static_assert(RT == 1 || kFirst, "only the first pass takes several row tiles a warp");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -513,13 +523,77 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         const bool row_in = coefficient_row < a.B;
         const int j_first = t & 1 ? JH : 0;
         const i64 coefficients_at = (coefficient_row * a.I + i_first + n) * J + j_first;
-        float c_known[JH], G_known[JH];
-        if constexpr (kGradients) {
+        // Where J = JM, the warp's coefficients at this i pass through its
+        // coefficient tile ([16][JM] in shared memory), so that global memory
+        // sees them in address order: piece p of lane x is the tile's float
+        // 32 p + x, row (32 p + x) / JM. A warp's load or store instruction
+        // then covers about three rows' J floats (J * 4 bytes each, I * J
+        // floats apart), where each lane's own JH floats of one row spread
+        // an instruction over all 16 rows: ncu counted 6.5x the L2 sectors c
+        // needs in the storing pass that way (bench/results/
+        // nvidia-h200-training-pair-with-c/, run 3). Elsewhere (J < JM) each
+        // lane loads and stores its own floats.
+        constexpr int kPieces = JM / 2;  // 16 rows x JM floats over 32 lanes
+        const bool through_tile = J == JM;
+        float *lane_tile = coefficient_tiles + warp * kRows * JM;
+        const i64 tile_at = ((b_first + m * kRows) * a.I + i_first + n) * J, tile_row_stride = a.I * J;
+        const int tile_rows_in = min(kRows, rows - m * kRows);
+        auto piece_row = [&](int p) { return (32 * p + lane) / JM; };
+        auto piece_at = [&](int p) {
+            const int f = 32 * p + lane, r = f / JM;
+            return tile_at + r * tile_row_stride + (f - r * JM);
+        };
+        // The pieces of `from`'s tile (zeros past the batch), loaded in
+        // address order; then (tile_values) each lane's JH values of them.
+        auto load_pieces = [&](const float *__restrict__ from, float (&pieces)[kPieces]) {
 #pragma unroll
-            for (int jj = 0; jj < JH; jj++) {
-                const bool ok = row_in && j_first + jj < J;
-                if constexpr (kMode == kBackward) c_known[jj] = ok ? co.c_in[coefficients_at + jj] : 0.0f;
-                G_known[jj] = ok && co.G_next != nullptr ? co.G_next[coefficients_at + jj] : 0.0f;
+            for (int p = 0; p < kPieces; p++) pieces[p] = piece_row(p) < tile_rows_in ? from[piece_at(p)] : 0.0f;
+        };
+        auto tile_values = [&](const float (&pieces)[kPieces], float (&half)[JH]) {
+            __syncwarp();  // the tile's last reads are done
+#pragma unroll
+            for (int p = 0; p < kPieces; p++) lane_tile[32 * p + lane] = pieces[p];
+            __syncwarp();
+#pragma unroll
+            for (int jj = 0; jj < JH; jj++) half[jj] = lane_tile[(g + (t & 2 ? 8 : 0)) * JM + j_first + jj];
+        };
+        // Stores each lane's JH values (j = j_first + jj of its row) into `to`.
+        auto store_coefficients = [&](const float (&half)[JH], float *__restrict__ to) {
+            if (through_tile) {
+                __syncwarp();
+#pragma unroll
+                for (int jj = 0; jj < JH; jj++) lane_tile[(g + (t & 2 ? 8 : 0)) * JM + j_first + jj] = half[jj];
+                __syncwarp();
+#pragma unroll
+                for (int p = 0; p < kPieces; p++) {
+                    if (piece_row(p) < tile_rows_in) to[piece_at(p)] = lane_tile[32 * p + lane];
+                }
+            } else {
+#pragma unroll
+                for (int jj = 0; jj < JH; jj++) {
+                    if (row_in && j_first + jj < J) to[coefficients_at + jj] = half[jj];
+                }
+            }
+        };
+        // c and G_next of the backward passes, loaded here so that their
+        // latency passes under the products (into lanes' values after them).
+        float c_known[JH], G_known[JH], c_pieces[kPieces], G_pieces[kPieces];
+        if constexpr (kGradients) {
+            if (through_tile) {
+                if constexpr (kMode == kBackward) load_pieces(co.c_in, c_pieces);
+                if (co.G_next != nullptr) {
+                    load_pieces(co.G_next, G_pieces);
+                } else {
+#pragma unroll
+                    for (int p = 0; p < kPieces; p++) G_pieces[p] = 0.0f;
+                }
+            } else {
+#pragma unroll
+                for (int jj = 0; jj < JH; jj++) {
+                    const bool ok = row_in && j_first + jj < J;
+                    if constexpr (kMode == kBackward) c_known[jj] = ok ? co.c_in[coefficients_at + jj] : 0.0f;
+                    G_known[jj] = ok && co.G_next != nullptr ? co.G_next[coefficients_at + jj] : 0.0f;
+                }
             }
         }
         // The lane's u values: rows g, g + 8 of each of its row tiles at
@@ -634,16 +708,16 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                     half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
                 }
                 softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
-                if constexpr (kStore || kMode == kBackwardWithLogits) {
-#pragma unroll
-                    for (int jj = 0; jj < JH; jj++) {
-                        if (row_in && j_first + jj < J) co.c_out[coefficients_at + jj] = half_c[jj];
-                    }
-                }
+                if constexpr (kStore || kMode == kBackwardWithLogits) store_coefficients(half_c, co.c_out);
             };
             float half_c[JH];  // of the lane's row at j = JH * upper_half + jj: c, or (backward) G
             if constexpr (kMode == kBackwardWithLogits) coefficients_of_logits(c_known);
             if constexpr (kGradients) {
+                // The loaded c and G_next, now in each lane's order.
+                if (through_tile) {
+                    if constexpr (kMode == kBackward) tile_values(c_pieces, c_known);
+                    tile_values(G_pieces, G_known);
+                }
                 // gc = u_hat . gs, then the softmax's backward: sum_j c gc
                 // over both halves (the partner lane's), G = G_next + c (gc -
                 // that sum), stored.
@@ -656,10 +730,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                 for (int jj = 0; jj < JH; jj++) c_dot_gc = fmaf(c_known[jj], half_c[jj], c_dot_gc);
                 c_dot_gc += __shfl_xor_sync(0xffffffffu, c_dot_gc, 1);
 #pragma unroll
-                for (int jj = 0; jj < JH; jj++) {
-                    half_c[jj] = fmaf(c_known[jj], half_c[jj] - c_dot_gc, G_known[jj]);
-                    if (row_in && j_first + jj < J) co.G_out[coefficients_at + jj] = half_c[jj];
-                }
+                for (int jj = 0; jj < JH; jj++) half_c[jj] = fmaf(c_known[jj], half_c[jj] - c_dot_gc, G_known[jj]);
+                store_coefficients(half_c, co.G_out);
             } else {
                 coefficients_of_logits(half_c);
             }
@@ -841,7 +913,7 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
         with_variant(s, [&](auto variant) {
             using V = decltype(variant);
             const Args a = args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, true);
-            shallow = smem_bytes<V, kLongStages>(a, 2) > size_t(device.smem_per_block_optin);
+            shallow = smem_bytes<V, kLongStages>(a, 2, true) > size_t(device.smem_per_block_optin);
             return cudaSuccess;
         });
     }
@@ -850,17 +922,19 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
         constexpr int S = decltype(staged)::value;
         Args a = args_for<V>(s, plan.m_tiles, plan.i_lanes, plan.chunk, aligned16(u) && aligned16(W));
         a.vector_out = a.dense && aligned16(partial);
-        auto overlapping = [&](auto kernel, int row_tiles = 1) {  // after the kernel ahead, which it may overlap
-            const size_t smem = smem_bytes<V, S>(a, row_tiles);
+        // After the kernel ahead, which it may overlap; coefficient_tiles: a
+        // pass that stores or reads c or G.
+        auto overlapping = [&](auto kernel, int row_tiles, bool coefficient_tiles) {
+            const size_t smem = smem_bytes<V, S>(a, row_tiles, coefficient_tiles);
             if (cudaError_t e = allow_dynamic_smem(kernel, smem); e != cudaSuccess) return e;
             return digitcaps_shared::launch_overlapping(kernel, grid, block, smem, stream, u, W, b0, v_sum, gs_rows,
                                                         partial, a, co);
         };
-        if (mode == kBackward) return overlapping(pass_kernel<V, kBackward, false, 1, S>);
-        if (mode == kBackwardWithLogits) return overlapping(pass_kernel<V, kBackwardWithLogits, false, 1, S>, 2);
+        if (mode == kBackward) return overlapping(pass_kernel<V, kBackward, false, 1, S>, 1, true);
+        if (mode == kBackwardWithLogits) return overlapping(pass_kernel<V, kBackwardWithLogits, false, 1, S>, 2, true);
         if (mode == kAgreement) {
-            return store ? overlapping(pass_kernel<V, kAgreement, true, 1, S>)
-                         : overlapping(pass_kernel<V, kAgreement, false, 1, S>);
+            return store ? overlapping(pass_kernel<V, kAgreement, true, 1, S>, 1, true)
+                         : overlapping(pass_kernel<V, kAgreement, false, 1, S>, 1, false);
         }
         Args first = a;
         auto kernel = pass_kernel<V, kFirstPass, false, 1, S>;
