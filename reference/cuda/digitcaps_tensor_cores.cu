@@ -456,6 +456,30 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     float sums[RT][JM][NE][4];
 #pragma unroll
     for (int rt = 0; rt < RT; rt++) set_zero(sums[rt]);
+    // Where J = JM (`through_tile`), a pass that stores or reads c or G
+    // passes each step's coefficients through the warp's coefficient tile
+    // ([16][JM] in shared memory), so that global memory sees them in address
+    // order: piece p of lane x is the tile's float 32 p + x, of tile row
+    // (32 p + x) / JM. A warp's load or store instruction then covers about
+    // three rows' J floats (I * J floats apart), where each lane's own JH
+    // floats of one row spread an instruction over all 16 rows. The pieces'
+    // offsets from the tile's first float in global memory, and which rows
+    // lie in the batch, are the same at every step: taken here, once (taken
+    // a step, they cost 130 instructions a step, bench/results/
+    // nvidia-h200-coefficient-tiles/, run 1). Elsewhere each lane loads and
+    // stores its own floats.
+    constexpr int kPieces = JM / 2;  // 16 rows x JM floats over 32 lanes
+    constexpr bool kTileCoefficients = kStore || kGradients;
+    const bool through_tile = kTileCoefficients && J == JM && i64(a.I) * J * kRows <= i64(INT32_MAX);
+    float *lane_tile = coefficient_tiles + warp * kRows * JM;
+    int piece_offset[kPieces];
+    uint32_t piece_in_batch = 0;  // bit p: piece p's row is in the batch
+#pragma unroll
+    for (int p = 0; p < kPieces; p++) {
+        const int f = 32 * p + lane, r = f / JM;
+        piece_offset[p] = through_tile ? r * int(a.I) * J + (f - r * JM) : 0;
+        piece_in_batch |= uint32_t(m * kRows + r < rows) << p;
+    }
     const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * VS on
     const float *gs_lane_rows = v_rows + tile_rows * VS;         // kTwoTiles: the same rows of gs_tile
 
@@ -523,31 +547,14 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         const bool row_in = coefficient_row < a.B;
         const int j_first = t & 1 ? JH : 0;
         const i64 coefficients_at = (coefficient_row * a.I + i_first + n) * J + j_first;
-        // Where J = JM, the warp's coefficients at this i pass through its
-        // coefficient tile ([16][JM] in shared memory), so that global memory
-        // sees them in address order: piece p of lane x is the tile's float
-        // 32 p + x, row (32 p + x) / JM. A warp's load or store instruction
-        // then covers about three rows' J floats (J * 4 bytes each, I * J
-        // floats apart), where each lane's own JH floats of one row spread
-        // an instruction over all 16 rows: ncu counted 6.5x the L2 sectors c
-        // needs in the storing pass that way (bench/results/
-        // nvidia-h200-training-pair-with-c/, run 3). Elsewhere (J < JM) each
-        // lane loads and stores its own floats.
-        constexpr int kPieces = JM / 2;  // 16 rows x JM floats over 32 lanes
-        const bool through_tile = J == JM;
-        float *lane_tile = coefficient_tiles + warp * kRows * JM;
-        const i64 tile_at = ((b_first + m * kRows) * a.I + i_first + n) * J, tile_row_stride = a.I * J;
-        const int tile_rows_in = min(kRows, rows - m * kRows);
-        auto piece_row = [&](int p) { return (32 * p + lane) / JM; };
-        auto piece_at = [&](int p) {
-            const int f = 32 * p + lane, r = f / JM;
-            return tile_at + r * tile_row_stride + (f - r * JM);
-        };
+        // The warp's coefficient tile at this i starts at tile_at in [B, I, J].
+        const i64 tile_at = ((b_first + m * kRows) * a.I + i_first + n) * J;
         // The pieces of `from`'s tile (zeros past the batch), loaded in
         // address order; then (tile_values) each lane's JH values of them.
         auto load_pieces = [&](const float *__restrict__ from, float (&pieces)[kPieces]) {
+            const float *tile = from + tile_at;
 #pragma unroll
-            for (int p = 0; p < kPieces; p++) pieces[p] = piece_row(p) < tile_rows_in ? from[piece_at(p)] : 0.0f;
+            for (int p = 0; p < kPieces; p++) pieces[p] = piece_in_batch >> p & 1u ? tile[piece_offset[p]] : 0.0f;
         };
         auto tile_values = [&](const float (&pieces)[kPieces], float (&half)[JH]) {
             __syncwarp();  // the tile's last reads are done
@@ -564,9 +571,10 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 #pragma unroll
                 for (int jj = 0; jj < JH; jj++) lane_tile[(g + (t & 2 ? 8 : 0)) * JM + j_first + jj] = half[jj];
                 __syncwarp();
+                float *tile = to + tile_at;
 #pragma unroll
                 for (int p = 0; p < kPieces; p++) {
-                    if (piece_row(p) < tile_rows_in) to[piece_at(p)] = lane_tile[32 * p + lane];
+                    if (piece_in_batch >> p & 1u) tile[piece_offset[p]] = lane_tile[32 * p + lane];
                 }
             } else {
 #pragma unroll
