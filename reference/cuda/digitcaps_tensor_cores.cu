@@ -469,7 +469,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // nvidia-h200-coefficient-tiles/, run 1). Elsewhere each lane loads and
     // stores its own floats.
     constexpr int kPieces = JM / 2;  // 16 rows x JM floats over 32 lanes
-    constexpr bool kTileCoefficients = kStore || kGradients, kLoadsThroughTile = false;
+    constexpr bool kTileCoefficients = kStore || kGradients;
     const bool through_tile = kTileCoefficients && J == JM && i64(a.I) * J * kRows <= i64(INT32_MAX);
     float *lane_tile = coefficient_tiles + warp * kRows * JM;
     int piece_offset[kPieces];
@@ -587,7 +587,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         // latency passes under the products (into lanes' values after them).
         float c_known[JH], G_known[JH], c_pieces[kPieces], G_pieces[kPieces];
         if constexpr (kGradients) {
-            if (kLoadsThroughTile && through_tile) {
+            if (through_tile) {
                 if constexpr (kMode == kBackward) load_pieces(co.c_in, c_pieces);
                 if (co.G_next != nullptr) {
                     load_pieces(co.G_next, G_pieces);
@@ -722,7 +722,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             if constexpr (kMode == kBackwardWithLogits) coefficients_of_logits(c_known);
             if constexpr (kGradients) {
                 // The loaded c and G_next, now in each lane's order.
-                if (kLoadsThroughTile && through_tile) {
+                if (through_tile) {
                     if constexpr (kMode == kBackward) tile_values(c_pieces, c_known);
                     tile_values(G_pieces, G_known);
                 }
