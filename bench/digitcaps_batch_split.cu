@@ -10,7 +10,7 @@
 // separate streams can overlap one slice's fixed costs with another's steps.
 //
 // For each batch B and slice count S this program times, on the device
-// (a wait kernel ahead of the events, as `halcaps bench` does), S concurrent
+// (cli/device_wait's kernel ahead of the events, as `halcaps bench` does), S concurrent
 // chains of cuda_tensor, each on B / S rows, with
 //   chunk x1   the plan digitcaps_tensor_plan makes for B / S rows (each
 //              slice alone would fill the device), and
@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/device_wait.h"
 #include "digitcaps_cuda.h"
 
 namespace {
@@ -48,18 +49,6 @@ void check(cudaError_t e, const char *what) {
         std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
         std::exit(1);
     }
-}
-
-__device__ unsigned long long global_timer_ns() {
-    unsigned long long ns;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-    return ns;
-}
-
-// Keeps stream 0 busy while the timed work is queued behind it.
-__global__ void wait_kernel(unsigned long long ns) {
-    const unsigned long long start = global_timer_ns();
-    while (global_timer_ns() - start < ns) __nanosleep(1000);
 }
 
 struct Device {
@@ -195,7 +184,8 @@ int main(int argc, char **argv) {
 
             std::vector<double> us;
             for (int r = 0; r < kRepeats + 3; r++) {
-                wait_kernel<<<1, 1, 0, streams[0]>>>(300000);  // 300 us: the launches are queued behind it
+                // 300 us: the launches are queued behind it.
+                check(halcaps::cli::enqueue_device_wait(300.0, streams[0]), "wait");
                 check(cudaEventRecord(start, streams[0]), "start");
                 enqueue(split, d, streams, fork, joins);
                 check(cudaEventRecord(stop, streams[0]), "stop");

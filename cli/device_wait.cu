@@ -22,8 +22,8 @@ __global__ void wait_kernel(unsigned long long ns) {
 
 }  // namespace
 
-cudaError_t enqueue_device_wait(double microseconds) {
-    wait_kernel<<<1, 1>>>(static_cast<unsigned long long>(microseconds * 1e3));
+cudaError_t enqueue_device_wait(double microseconds, cudaStream_t stream) {
+    wait_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(microseconds * 1e3));
     return cudaGetLastError();
 }
 
