@@ -58,7 +58,6 @@ struct Device {
 // One way of running the batch: S slices, each with its plan.
 struct Split {
     int slices = 1;
-    int chunk_scale = 1;
     std::vector<DigitCapsTensorPlan> plans;
     std::vector<int64_t> first_row, rows;
 };
@@ -66,15 +65,15 @@ struct Split {
 Split make_split(int64_t B, int slices, int chunk_scale) {
     Split split;
     split.slices = slices;
-    split.chunk_scale = chunk_scale;
     for (int s = 0; s < slices; s++) {
         const int64_t first = B * s / slices, last = B * (s + 1) / slices;
         DigitCapsTensorPlan plan;
         const DigitCapsLayerShape shape{last - first, kIn, kInDim, kOut, kOutDim};
         check(halcaps::cuda_reference::digitcaps_tensor_plan(shape, &plan), "plan");
-        plan.chunk *= chunk_scale;  // a multiple of i_lanes still
+        // A multiple of i_lanes still. Fewer chunks need no more scratch
+        // than the plan's, so its scratch_floats stands.
+        plan.chunk *= chunk_scale;
         plan.chunks = (kIn + plan.chunk - 1) / plan.chunk;
-        plan.scratch_floats = (plan.chunks + 1) * shape.batch * kOut * kOutDim;
         split.plans.push_back(plan);
         split.first_row.push_back(first);
         split.rows.push_back(last - first);

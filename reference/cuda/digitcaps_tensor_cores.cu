@@ -1022,11 +1022,12 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     if (routing_c != nullptr) {
         if (cudaError_t err = digitcaps_first_coefficients(b0, routing_c, s, stream); err != cudaSuccess) return err;
     }
-    // Keeping c costs the forward 17.2 us at MNIST b128 and 53.1 at b512 on
-    // an H200 (77.2 / 212.3 us against 60.0 / 159.3 with s alone;
-    // bench/results/nvidia-h200-training-pair-with-c, run 1): the passes'
-    // 4-byte stores of c, a (b, i) row's J values a lane pair, I x J floats
-    // between a warp's rows, write parts of many sectors per instruction.
+    // Keeping c costs the forward 15.6 us at MNIST b128 and 53.9 at b512 on
+    // an H200 (75.7 / 212.9 us against 60.1 / 159.0 with s alone;
+    // bench/results/nvidia-h200-coefficient-tiles, run 2): the c_0 kernel
+    // and the agreement passes' stores of c (through the warps' coefficient
+    // tiles; a warp's 16 rows still lie I x J floats apart). Before the
+    // tiles, 17.2 / 53.1 us (nvidia-h200-training-pair-with-c, run 1).
     int t = 0;  // the iteration of the pass launched
     return digitcaps_shared::iterate(iterations, partial, v_sum, v, routing_s, rows, E, plan.chunks, stream,
                                      [&](bool agreement) {
