@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "digitcaps_cuda.h"
+#include "digitcaps_timeline.cuh"
 
 namespace halcaps::cuda_reference::digitcaps_shared {
 
@@ -108,6 +109,10 @@ cudaError_t launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block,
 
 constexpr int kSquashThreads = 128;
 
+// The squash kernel and the launches of it: in the probe's build with
+// timestamps, their own symbols (digitcaps_timeline.cuh).
+inline namespace HALCAPS_TIMELINE_NAMESPACE {
+
 // A block of R (b, j) rows (threadIdx.z): threads (e lane of EP, group g of
 // G) add chunks g, g + G, ... of their row's partial sums, the groups are
 // added in order, and the first EP lanes of the row's threads squash it.
@@ -125,9 +130,14 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
     __shared__ float group_sums[R][G][EP];
     const int e = threadIdx.x, g = threadIdx.y, rz = threadIdx.z;
     const int64_t row = int64_t(blockIdx.x) * R + rz;
+    timeline::BlockClock clock;  // empty outside the timeline probe
+    clock.mark(timeline::kEntered);
     wait_for_previous_kernel();
+    clock.mark(timeline::kWaited);
     let_next_kernel_start();
-    // Four sums in flight, so that four loads are.
+    // Four sums in flight, so that four loads are. Eight (every load of a
+    // thread with at most 8 chunks) measured 1 us slower at MNIST b128 and
+    // b512 on an H200 (bench/results/nvidia-h200-timeline/, run 3).
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (e < E && row < rows) {
         const float *p = partial + row * E + e;
@@ -141,6 +151,8 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
     }
     group_sums[rz][g][e] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
     __syncthreads();
+    clock.mark(timeline::kFirstStep);
+    clock.mark(timeline::kStepsDone);
     if (g != 0 || row >= rows) return;
     float s = 0.0f;
 #pragma unroll
@@ -165,6 +177,7 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
     } else {
         v_sum[n] = first ? v_e : v_sum[n] + v_e;
     }
+    clock.publish(timeline::kSquashKernel, first ? 0 : last ? 2 : 1);  // thread (0, 0, 0) gets here
 }
 
 // Enqueues squash_kernel over `rows` = B * J rows of out_dim E <= 32, from
@@ -218,6 +231,8 @@ cudaError_t iterate(int iterations, const float *partial, float *v_sum, float *v
     }
     return cudaSuccess;
 }
+
+}  // inline namespace HALCAPS_TIMELINE_NAMESPACE
 
 // The first extent of `s` past its limit, with its value, or a null extent.
 inline DigitCapsFusedRefusal extent_beyond(const DigitCapsLayerShape &s, int64_t max_out_caps, int64_t max_out_dim,

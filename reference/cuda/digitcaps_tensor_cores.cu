@@ -60,6 +60,13 @@
 // digitcaps_shared.cuh): a pass zeros its shared memory and copies its
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
+// Where a call's time goes, from every block's timestamps (bench/results/
+// nvidia-h200-timeline/, run 2; this file built with
+// HALCAPS_DIGITCAPS_TIMELINE, digitcaps_timeline.cuh): at MNIST b128 the
+// passes' steps take 55% (1.5 us a step a warp, as at b512), each boundary
+// between passes 5.9-6.9 us (the squash kernel and two waits on the kernel
+// ahead, 0.8-1.1 us each), the ends of the passes 12%.
+//
 // Tried and dropped (bench/results/nvidia-h200-resident-layer/, run 1):
 // W, u and b0 resident in shared memory for the whole call, one cooperative
 // launch with grid barriers between iterations, where the batch fits 8 row
@@ -155,6 +162,7 @@
 #include "cp_async.cuh"
 #include "device_limits.h"
 #include "digitcaps_shared.cuh"
+#include "digitcaps_timeline.cuh"
 #include "pointer_alignment.h"
 #include "smem_opt_in.h"
 #include "tf32_mma.cuh"
@@ -330,6 +338,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     constexpr bool kGradients = kMode == kBackward || kMode == kBackwardWithLogits;
     static_assert(!kStore || kMode == kAgreement, "only the forward's agreement passes store c");
     constexpr int JM = V::JM, NE = V::NE, KS = V::KS, EP = V::EP, WS = V::WS, US = V::US, VS = V::VS;
+    timeline::BlockClock clock;  // empty outside the timeline probe (digitcaps_timeline.cuh)
+    clock.mark(timeline::kEntered);
     extern __shared__ float4 smem_vec[];
     float *smem = reinterpret_cast<float *>(smem_vec);
     const int region = stage_region_floats<V, S>(a);
@@ -497,6 +507,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // squash kernel ahead of it; v_sum is that kernel's, and so is partial
     // (which it reads).
     digitcaps_shared::wait_for_previous_kernel();
+    clock.mark(timeline::kWaited);
     digitcaps_shared::let_next_kernel_start();
     // The tile's rows of v_sum (and gs'), in a group of their own that step 0
     // waits for with the rest.
@@ -537,6 +548,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             __pipeline_wait_prior(S - 2);
         }
         __syncthreads();
+        if (step == 0) clock.mark(timeline::kFirstStep);
         stage(step + S - 1);
         const int n = step * a.i_lanes + q;
         if (n >= n_i) continue;  // the chunk's last step may leave some i-lanes idle
@@ -544,11 +556,12 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         const float *W_s = stages + ((step % S) * a.i_lanes + q) * a.slice;
         const float *b0_s = W_s + JM * EP * WS;
         // Where the lane's coefficients are in [B, I, J] (kStore, kBackward):
-        // row g + 8 * (t & 2 ? 1 : 0) of its tile, i, the half of j that t & 1
-        // picks (the softmax's split below). The backward's c and G_next are
-        // loaded here, so that their latency passes under the products.
+        // row softmax_row of its tile, i, the half of j that t & 1 picks (the
+        // softmax's split below). The backward's c and G_next are loaded
+        // here, so that their latency passes under the products.
         constexpr int JH = JM / 2;
-        const i64 coefficient_row = b_first + m * kRows + g + (t & 2 ? 8 : 0);
+        const int softmax_row = g + (t & 2 ? 8 : 0);  // of the warp's 16: the row whose softmax half the lane takes
+        const i64 coefficient_row = b_first + m * kRows + softmax_row;
         const bool row_in = coefficient_row < a.B;
         const int j_first = t & 1 ? JH : 0;
         const i64 coefficients_at = (coefficient_row * a.I + i_first + n) * J + j_first;
@@ -567,14 +580,14 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             for (int p = 0; p < kPieces; p++) lane_tile[32 * p + lane] = pieces[p];
             __syncwarp();
 #pragma unroll
-            for (int jj = 0; jj < JH; jj++) half[jj] = lane_tile[(g + (t & 2 ? 8 : 0)) * JM + j_first + jj];
+            for (int jj = 0; jj < JH; jj++) half[jj] = lane_tile[softmax_row * JM + j_first + jj];
         };
         // Stores each lane's JH values (j = j_first + jj of its row) into `to`.
         auto store_coefficients = [&](const float (&half)[JH], float *__restrict__ to) {
             if (through_tile) {
                 __syncwarp();
 #pragma unroll
-                for (int jj = 0; jj < JH; jj++) lane_tile[(g + (t & 2 ? 8 : 0)) * JM + j_first + jj] = half[jj];
+                for (int jj = 0; jj < JH; jj++) lane_tile[softmax_row * JM + j_first + jj] = half[jj];
                 __syncwarp();
                 float *tile = to + tile_at;
 #pragma unroll
@@ -779,6 +792,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     }
     __pipeline_wait_prior(0);
     __syncthreads();  // every slot and v_tile read: the shared memory now holds the i-lanes' sums
+    clock.mark(timeline::kStepsDone);
 
     // Every warp leaves its sums in shared memory, [i-lane][tile row][VS]
     // (at the row stride VS a half-warp's 8-byte stores hit distinct banks);
@@ -850,6 +864,13 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             out[p] = scale * total;
         }
     }
+#ifdef HALCAPS_DIGITCAPS_TIMELINE
+    __syncthreads();  // the block's end is its last thread's
+#endif
+    clock.publish(kFirst                 ? timeline::kFirstPassKernel
+                  : kMode == kAgreement ? timeline::kAgreementPassKernel
+                                        : timeline::kOtherPassKernel,
+                  0);
 }
 
 // The first pass: with two row tiles a block, each warp takes both (RT = 2)
@@ -974,6 +995,22 @@ bool runs(const DigitCapsLayerShape &s, const DigitCapsTensorPlan &plan) {
 
 }  // namespace tensor
 }  // namespace
+
+#ifdef HALCAPS_DIGITCAPS_TIMELINE
+cudaError_t digitcaps_tensor_timeline(timeline::BlockRecord *records, unsigned capacity) {
+    const unsigned none = 0;
+    if (cudaError_t e = cudaMemcpyToSymbol(timeline::timeline_records, &records, sizeof(records)); e != cudaSuccess) {
+        return e;
+    }
+    if (cudaError_t e = cudaMemcpyToSymbol(timeline::timeline_capacity, &capacity, sizeof(capacity)); e != cudaSuccess) {
+        return e;
+    }
+    return cudaMemcpyToSymbol(timeline::timeline_used, &none, sizeof(none));
+}
+cudaError_t digitcaps_tensor_timeline_used(unsigned *used) {
+    return cudaMemcpyFromSymbol(used, timeline::timeline_used, sizeof(*used));
+}
+#endif
 
 DigitCapsFusedRefusal digitcaps_tensor_refusal(const DigitCapsLayerShape &s) {
     return digitcaps_shared::extent_beyond(s, tensor::kMaxOutCaps, tensor::kMaxOutDim, tensor::kMaxInDim);
