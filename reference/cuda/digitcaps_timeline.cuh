@@ -5,12 +5,15 @@
 // copies had landed, when its steps were done and when it ended, read from
 // the GPU's global nanosecond timer.
 //
-// Only the probe's own build of those files defines
+// Only the probe's own build of digitcaps_tensor_cores.cu defines
 // HALCAPS_DIGITCAPS_TIMELINE. Everywhere else a BlockClock holds nothing and
-// its calls compile to nothing, so the library's kernels are the ones the
-// probe does not time. The instrumented kernels live in the inline namespace
-// `timed` (HALCAPS_TIMELINE_NAMESPACE), so that their symbols differ from
-// the library's and both can be linked into one program.
+// its calls compile to nothing: the library's kernels are the probe's
+// without the marks. The probe links its build of that file ahead of the
+// library, so the linker leaves the library's copy of it out. The squash
+// kernel is also instantiated by other files of the library that the probe
+// links; in the probe's build it lives in the inline namespace `timed`
+// (HALCAPS_TIMELINE_NAMESPACE), so that its symbols do not merge with
+// theirs.
 #pragma once
 
 #include <cuda_runtime.h>
