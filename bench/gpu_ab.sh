@@ -10,7 +10,10 @@
 # GPU machine has no compiler): .gpu/NAME.xz for each NAME in BINARIES, and
 # .gpu/halcaps_cuda_tests.xz when TESTS is set. The last name in BINARIES is
 # the candidate. Settings (environment):
-#   OP               halcaps bench --op (digitcaps)
+#   OP               halcaps bench --op, or several space-separated, each
+#                    timed in every round (digitcaps). The summary keeps
+#                    each op's rows and those of its pairs riding with it
+#                    (digitcaps_with_s, digitcaps_backward_with_c, ...).
 #   IMPLEMENTATIONS  --implementations (cuda_tensor)
 #   SHAPES           --shapes of the timed rounds (mnist_b128,mnist_b512)
 #   BINARIES         names in .gpu/, the one before the change first
@@ -28,7 +31,8 @@
 # a few files a call), and summary.txt, which is also printed.
 set -uo pipefail
 out=${1:?usage: bench/gpu_ab.sh OUT_DIR}
-op=${OP:-digitcaps}
+read -r -a ops <<< "${OP:-digitcaps}"
+op=${ops[0]}  # the op the sanitizers and ncu run
 implementations=${IMPLEMENTATIONS:-cuda_tensor}
 shapes=${SHAPES:-mnist_b128,mnist_b512}
 read -r -a binaries <<< "${BINARIES:-halcaps_prev halcaps}"
@@ -78,10 +82,14 @@ fi
 rounds_dir=$(mktemp -d /tmp/gpu_ab_rounds.XXXX)
 for round in $(seq 1 "$rounds"); do
     for name in "${binaries[@]}"; do
-        "$bin/$name" bench --device cuda --op "$op" --shapes "$shapes" --implementations "$implementations" \
-            --repeats 30 --seed "900$round" > "$rounds_dir/bench_${name}_$round.txt" 2>&1
-        { echo "== $name round $round"; grep -E "^$op |wrong|rror" "$rounds_dir/bench_${name}_$round.txt" |
-            awk '{print $2, $3, $5, $6}'; } >> "$summary"
+        for timed_op in "${ops[@]}"; do
+            log="$rounds_dir/bench_${name}_${timed_op}_$round.txt"
+            "$bin/$name" bench --device cuda --op "$timed_op" --shapes "$shapes" --implementations "$implementations" \
+                --repeats 30 --seed "900$round" > "$log" 2>&1
+            # The op's rows and its pairs' (OP_with_s ...): op, shape, implementation, check, µs.
+            { echo "== $name $timed_op round $round"; grep -E "^${timed_op}(_with_[a-z]+)? |wrong|rror" "$log" |
+                awk '{print $1, $2, $3, $5, $6}'; } >> "$summary"
+        done
     done
 done
 tar cf "$out/bench_rounds.tar" -C "$rounds_dir" .
