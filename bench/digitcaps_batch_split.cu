@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "cli/device_wait.h"
+#include "cuda_check.h"
 #include "digitcaps_cuda.h"
 
 namespace {
@@ -44,12 +45,7 @@ using halcaps::cuda_reference::DigitCapsTensorPlan;
 constexpr int64_t kIn = 1152, kInDim = 8, kOut = 10, kOutDim = 16;
 constexpr int kIterations = 3, kRepeats = 30, kMaxSlices = 8;
 
-void check(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-        std::exit(1);
-    }
-}
+using halcaps::bench::check;
 
 struct Device {
     float *u = nullptr, *W = nullptr, *v = nullptr, *scratch = nullptr;

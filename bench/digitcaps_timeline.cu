@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cli/device_wait.h"
+#include "cuda_check.h"
 #include "digitcaps_cuda.h"
 #include "digitcaps_reference.h"
 #include "digitcaps_timeline.cuh"
@@ -63,12 +64,7 @@ const Column kColumns[] = {
 };
 constexpr int kColumnCount = sizeof(kColumns) / sizeof(kColumns[0]);
 
-void check(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-        std::exit(1);
-    }
-}
+using halcaps::bench::check;
 
 double quantile_of(std::vector<double> x, double q) {
     if (x.empty()) return NAN;

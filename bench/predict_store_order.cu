@@ -28,16 +28,13 @@
 #include <string>
 #include <vector>
 
+#include "cuda_check.h"
+
 namespace {
 
 constexpr int kIn = 1152, kOut = 10, kDim = 16, kK = 8, kJE = kOut * kDim;
 
-void check(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-        std::exit(1);
-    }
-}
+using halcaps::bench::check;
 
 __global__ void flat_kernel(float4 *out, long n4) {
     const float4 v = make_float4(1.f, 2.f, 3.f, 4.f);
