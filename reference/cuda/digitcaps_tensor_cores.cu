@@ -67,6 +67,13 @@
 // between passes 5.9-6.9 us (the squash kernel and two waits on the kernel
 // ahead, 0.8-1.1 us each), the ends of the passes 12%.
 //
+// Tried and dropped (bench/results/nvidia-h200-sums-in-l2/, runs 2-5; the
+// code on the branch sums-in-l2): one kernel boundary an iteration, each
+// pass adding its blocks' sums into s_t by 16-byte float atomics and the
+// next squashing s_t for its tile as it starts, with no squash kernel
+// between passes: MNIST b128 62.7-62.8 us against 60.0-60.1, b512
+// 160.8-161.1 against 159.2-159.4 (every block of a tile squashes the
+// tile's rows on the way to its first step, and a kernel zeros s_0).
 // Tried and dropped (bench/results/nvidia-h200-resident-layer/, run 1):
 // W, u and b0 resident in shared memory for the whole call, one cooperative
 // launch with grid barriers between iterations, where the batch fits 8 row
