@@ -73,7 +73,9 @@
 // next squashing s_t for its tile as it starts, with no squash kernel
 // between passes: MNIST b128 62.7-62.8 us against 60.0-60.1, b512
 // 160.8-161.1 against 159.2-159.4 (every block of a tile squashes the
-// tile's rows on the way to its first step, and a kernel zeros s_0).
+// tile's rows on the way to its first step, and a kernel zeros s_0); and
+// the atomics alone, with the squash kernels kept (run 6, branch
+// sums-in-l2-light): 63.2-63.6 against 59.9.
 // Tried and dropped (bench/results/nvidia-h200-resident-layer/, run 1):
 // W, u and b0 resident in shared memory for the whole call, one cooperative
 // launch with grid barriers between iterations, where the batch fits 8 row

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run 6: the light variant (branch sums-in-l2-light): the squash kernels kept,
+# the passes after the first adding their sums by atomics, against the
+# layer before (A, halcaps_prev: 641ecf0's build, as in run 2): the CUDA
+# tests that cover the layer and both training pairs on B, then three
+# rounds of `halcaps bench` alternating A and B on digitcaps (with its
+# training pairs' rows).
+# Binaries in .gpu/: halcaps_prev.xz, halcaps.xz, halcaps_cuda_tests.xz.
+set -uo pipefail
+out=${OUT:-bench/results/nvidia-h200-sums-in-l2/run6}
+OP="digitcaps" BINARIES="halcaps_prev halcaps" ROUNDS=3 SANITIZE_SHAPES="" \
+TESTS="[hand_backward],cuda digitcaps: cuda_tensor's training pair*,cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: MNIST shape*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*,cuda digitcaps: hard inputs*,cuda digitcaps: the hand-written backward*" \
+    bash bench/gpu_ab.sh "$out"
