@@ -25,11 +25,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
 [ -x "$venv/bin/pip" ] || { echo "no $venv: run scripts/setup.sh first" >&2; exit 2; }
 [ -f "$file" ] || { echo "no such file: $file" >&2; exit 2; }
-tools="$venv/lib/python3"*/site-packages/nvidia/cu13/bin
-if ! ls $tools/cuobjdump $tools/nvdisasm > /dev/null 2>&1; then
+# Where the wheels put the two programs: the venv's own site-packages.
+bin="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13/bin"
+if [ ! -f "$bin/cuobjdump" ] || [ ! -f "$bin/nvdisasm" ]; then
     "$venv/bin/pip" install --quiet nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37 >&2
 fi
-bin=$(ls -d $tools)
 chmod +x "$bin/cuobjdump" "$bin/nvdisasm"
 export PATH="$bin:$PATH"
 
