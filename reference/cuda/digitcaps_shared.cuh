@@ -68,7 +68,8 @@ __device__ inline void softmax_base2(float (&c)[JM]) {
         total += c[j];
     }
     if (kLanePair) total += __shfl_xor_sync(0xffffffffu, total, 1);
-    const float inverse = __fdividef(1.0f, total);  // total in [1, JM]: MUFU.RCP, no slow path
+    float inverse;  // total in [1, JM]: one MUFU.RCP (__fdividef adds a range check and a scaling)
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inverse) : "f"(total));
 #pragma unroll
     for (int j = 0; j < JM; j++) c[j] *= inverse;
 }

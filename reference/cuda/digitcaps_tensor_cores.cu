@@ -67,6 +67,23 @@
 // between passes 5.9-6.9 us (the squash kernel and two waits on the kernel
 // ahead, 0.8-1.1 us each), the ends of the passes 12%.
 //
+// Measured 2026-11-28 on an NVIDIA H200 (bench/results/
+// nvidia-h200-step-instructions/, run 1, alternating with the layer
+// before), with fewer instructions a step (c gathered by indexed shuffles
+// with no selects, b0's staged floats -inf past out_caps so that the logits
+// test no j, the staging addresses advanced a step at a time, the softmax's
+// reciprocal one MUFU.RCP): MNIST b128 58.9-59.1 us against 59.8-59.9, b512
+// 149.9-150.4 against 157.9-158.6, digitcaps_with_c 69.6-69.8 / 188.5-189.1
+// against 75.0-75.1 / 211.1-212.3. Under ncu at b128 the passes with the
+// logits ran 8.6% fewer instructions (6.84 M against 7.48 M) in 1% less
+// time (18.7-18.9 us): at 9 steps a pass they wait on latency more than
+// on issue; at b512 (36 steps) the gain is 5%.
+// Tried and dropped (bench/results/nvidia-h200-low-register-steps/): the
+// passes at 168 registers, three blocks an SM, u_hat computed twice a step
+// (for the logits, then for the sums) so that no lane holds every j's:
+// MNIST b128 72.9-73.2 us against 59.8-60.2, b512 208.2-209.6 against
+// 159.0-159.4 (30% more instructions a pass with the logits; the third
+// block an SM did not hide them).
 // Tried and dropped (bench/results/nvidia-h200-sums-in-l2/, runs 2-5; the
 // code on the branch sums-in-l2): one kernel boundary an iteration, each
 // pass adding its blocks' sums into s_t by 16-byte float atomics and the
@@ -389,6 +406,16 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     } else {
         const int tile_floats = kFirst ? region : region + (kTwoTiles ? 2 : 1) * tile_rows * VS;
         for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (J < JM) {
+            // b0's floats past out_caps hold -inf, so that the logits there
+            // are -inf with no test of j (their dots are 0: W and v_sum are
+            // zeros there).
+            __syncthreads();  // the zeros are in place before the -inf land on some of them
+            const int pad = JM - J;
+            for (int n = threadIdx.x; n < S * a.i_lanes * pad; n += threads) {
+                stages[(n / pad) * a.slice + JM * EP * WS + J + n % pad] = -INFINITY;
+            }
+        }
         __syncthreads();  // the zeros are in place before any copy lands on the same floats
     }
 
@@ -418,12 +445,14 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // past the step's (with a runtime lane count ptxas recomputed them a
     // lane: 13% more instructions in the first pass, bench/results/
     // nvidia-h200-stall-sites, run 7).
+    // W_step and u_step: the thread's first W and u addresses of the step
+    // staged next (stage runs over the steps in order), advanced a step at a
+    // time rather than taken from the step's index.
+    const float *W_step = W_from, *u_step = u_from;
     auto stage_dense = [&](int step, auto lanes) {
         constexpr int L = decltype(lanes)::value;
         const uint32_t slice_bytes = uint32_t(sizeof(float)) * uint32_t(a.slice);
         const uint32_t step_bytes = uint32_t((step % S) * L) * slice_bytes;
-        const float *W_step = W_from + i64(step) * L * JEK;
-        const float *u_step = u_from + i64(step) * L * K;
 #pragma unroll
         for (int lq = 0; lq < L; lq++) {
             if (step * L + lq >= n_i) break;
@@ -437,6 +466,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             }
             if (copies_u) cp_async::copy16(u_at + slot_bytes, u_step + lq * K);
         }
+        W_step += L * JEK;
+        u_step += L * K;
     };
     // Copies the slices of `step` (W[i], b0[i, :], the block's u[b, i, :]
     // for each i-lane's i) and commits them as one group (an empty one past
@@ -736,11 +767,11 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             auto coefficients_of_logits = [&](float (&half_c)[JH]) {
                 float row_dots[JM];
                 row_dots_with(v_rows, row_dots);
+                const float *b0_half = b0_s + (upper_half ? JH : 0);  // -inf past out_caps
 #pragma unroll
                 for (int jj = 0; jj < JH; jj++) {
                     const float dot = half_dot(row_dots, jj);  // every lane: the shuffle names the whole warp
-                    const int j = upper_half ? jj + JH : jj;
-                    half_c[jj] = j < J ? fmaf(kLog2e, dot, kLog2e * b0_s[j]) : -INFINITY;
+                    half_c[jj] = fmaf(kLog2e, dot, kLog2e * b0_half[jj]);
                 }
                 softmax_base2<true>(half_c);  // j = 0 (in the lower half) is finite
                 if constexpr (kStore || kMode == kBackwardWithLogits) store_coefficients(half_c, co.c_out);
@@ -770,20 +801,18 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             } else {
                 coefficients_of_logits(half_c);
             }
-            float row_c[JM];  // the lane's row, every j
+            // Every lane gathers both rows' coefficients from the 4 lanes of
+            // its quad: lane t holds row g + 8 * (t >> 1) at the half t & 1,
+            // so each of c's registers comes from one fixed lane of the quad
+            // (an indexed shuffle, no select).
+            float c[2][JM];
+            const int quad = lane & ~3;
 #pragma unroll
             for (int jj = 0; jj < JH; jj++) {
-                const float mine = half_c[jj];
-                const float given = __shfl_xor_sync(0xffffffffu, mine, 1);
-                row_c[jj] = upper_half ? given : mine;
-                row_c[jj + JH] = upper_half ? mine : given;
-            }
-            float c[2][JM];
-#pragma unroll
-            for (int j = 0; j < JM; j++) {
-                const float given = __shfl_xor_sync(0xffffffffu, row_c[j], 2);
-                c[0][j] = upper_row ? given : row_c[j];
-                c[1][j] = upper_row ? row_c[j] : given;
+                c[0][jj] = __shfl_sync(0xffffffffu, half_c[jj], quad);
+                c[0][jj + JH] = __shfl_sync(0xffffffffu, half_c[jj], quad + 1);
+                c[1][jj] = __shfl_sync(0xffffffffu, half_c[jj], quad + 2);
+                c[1][jj + JH] = __shfl_sync(0xffffffffu, half_c[jj], quad + 3);
             }
 
             // sums[b, j, :] += c[b, i, j] u_hat[b, i, j, :], in float32.
