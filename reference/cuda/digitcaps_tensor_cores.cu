@@ -72,16 +72,16 @@
 // before), with fewer instructions a step (c gathered by indexed shuffles
 // with no selects, b0's staged floats -inf past out_caps so that the logits
 // test no j, the staging addresses advanced a step at a time, the softmax's
-// reciprocal one MUFU.RCP): MNIST b128 58.9-59.1 us against 59.8-59.9, b512
-// 149.9-150.4 against 157.9-158.6, digitcaps_with_c 69.6-69.8 / 188.5-189.1
-// against 75.0-75.1 / 211.1-212.3. Under ncu at b128 the passes with the
+// reciprocal one MUFU.RCP): MNIST b128 59.0-59.1 us against 59.8-59.9, b512
+// 149.9-150.4 against 157.7-158.6, digitcaps_with_c 69.6-69.8 / 188.5-189.1
+// against 75.0-75.2 / 211.1-212.3. Under ncu at b128 the passes with the
 // logits ran 8.6% fewer instructions (6.84 M against 7.48 M) in 1% less
 // time (18.7-18.9 us): at 9 steps a pass they wait on latency more than
 // on issue; at b512 (36 steps) the gain is 5%.
 // Tried and dropped (bench/results/nvidia-h200-low-register-steps/): the
 // passes at 168 registers, three blocks an SM, u_hat computed twice a step
 // (for the logits, then for the sums) so that no lane holds every j's:
-// MNIST b128 72.9-73.2 us against 59.8-60.2, b512 208.2-209.6 against
+// MNIST b128 72.9-73.2 us against 59.9-60.3, b512 207.9-209.6 against
 // 159.0-159.4 (30% more instructions a pass with the logits; the third
 // block an SM did not hide them).
 // Tried and dropped (bench/results/nvidia-h200-sums-in-l2/, runs 2-5; the
