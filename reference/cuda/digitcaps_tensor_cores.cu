@@ -77,7 +77,11 @@
 // against 75.0-75.2 / 211.1-212.3. Under ncu at b128 the passes with the
 // logits ran 8.6% fewer instructions (6.84 M against 7.48 M) in 1% less
 // time (18.7-18.9 us): at 9 steps a pass they wait on latency more than
-// on issue; at b512 (36 steps) the gain is 5%.
+// on issue; at b512 (36 steps) the gain is 5%. Tried and dropped there
+// (run 2, branch v-rows-together): v_sum's rows staged with their columns
+// permuted for one 16-byte load a row and j, and step 0 waiting for them
+// only after its products: MNIST b128 59.8-60.0 us against 59.0-59.2, b512
+// 158.3-158.5 against 150.7-150.9.
 // Tried and dropped (bench/results/nvidia-h200-low-register-steps/): the
 // passes at 168 registers, three blocks an SM, u_hat computed twice a step
 // (for the logits, then for the sums) so that no lane holds every j's:
