@@ -427,9 +427,10 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // block's u rows of i, a piece each. Thread x copies W pieces x, x +
     // kThreads, ... (the same column of rows kThreads / per_row apart) and u
     // piece x, so that every copy's addresses are the thread's first ones
-    // (taken here, once) plus the step's and the slot's offsets and
-    // constants: a few instructions a copy (13 before, bench/results/
-    // nvidia-h200-stall-sites).
+    // of the step (W_step, u_step: taken here for step 0, then advanced a
+    // step at a time by stage_dense, which stage calls for the steps in
+    // order) plus the slot's offsets and constants: a few instructions a
+    // copy (13 before, bench/results/nvidia-h200-stall-sites).
     constexpr int per_row = 2 * KS, row_step = kThreads / per_row;
     constexpr int w_copies = (JM * EP * per_row + kThreads - 1) / kThreads;
     static_assert(2 * kRows * per_row <= kThreads, "one u piece a thread");
@@ -437,8 +438,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     const uint32_t W_at = cp_async::shared_address(stages + piece_row * WS + piece_col);
     const uint32_t u_at = cp_async::shared_address(stages + JM * EP * WS + V::B0F + piece_row * US + piece_col);
     const i64 JEK = i64(J) * E * K;
-    const float *W_from = W + i_first * JEK + 4 * threadIdx.x;
-    const float *u_from = u + ((b_first + min(piece_row, rows - 1)) * a.I + i_first) * K + piece_col;
+    const float *W_step = W + i_first * JEK + 4 * threadIdx.x;
+    const float *u_step = u + ((b_first + min(piece_row, rows - 1)) * a.I + i_first) * K + piece_col;
     const bool copies_u = piece_row < rows;
     uint32_t w_copy_mask = 0;  // bit n: the thread's piece n * kThreads + x is one of W[i]'s
 #pragma unroll
@@ -449,10 +450,6 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // past the step's (with a runtime lane count ptxas recomputed them a
     // lane: 13% more instructions in the first pass, bench/results/
     // nvidia-h200-stall-sites, run 7).
-    // W_step and u_step: the thread's first W and u addresses of the step
-    // staged next (stage runs over the steps in order), advanced a step at a
-    // time rather than taken from the step's index.
-    const float *W_step = W_from, *u_step = u_from;
     auto stage_dense = [&](int step, auto lanes) {
         constexpr int L = decltype(lanes)::value;
         const uint32_t slice_bytes = uint32_t(sizeof(float)) * uint32_t(a.slice);
