@@ -20,7 +20,9 @@
 #                    (halcaps_prev halcaps)
 #   ROUNDS           rounds of the binaries in turn, seeds 9001, 9002, ... (2)
 #   TESTS            a Catch2 filter for halcaps_cuda_tests ("" skips them;
-#                    "all" runs every test) ([digitcaps])
+#                    "all" runs every test; "layer" the tests that cover the
+#                    DigitCaps layer and both training pairs, layer_tests
+#                    below) ([digitcaps])
 #   SANITIZE_SHAPES  shapes for memcheck, racecheck and synccheck on the
 #                    candidate, space-separated ("" skips them)
 #   NCU_KERNELS      a kernel-name regex for ncu ("" skips ncu)
@@ -38,6 +40,9 @@ shapes=${SHAPES:-mnist_b128,mnist_b512}
 read -r -a binaries <<< "${BINARIES:-halcaps_prev halcaps}"
 rounds=${ROUNDS:-2}
 tests=${TESTS-[digitcaps]}
+# The tests that cover the DigitCaps layer and both training pairs.
+layer_tests="[hand_backward],cuda digitcaps: cuda_tensor's training pair*,cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: MNIST shape*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*,cuda digitcaps: hard inputs*,cuda digitcaps: the hand-written backward*"
+[ "$tests" = layer ] && tests=$layer_tests
 sanitize_shapes=${SANITIZE_SHAPES-}
 ncu_kernels=${NCU_KERNELS-}
 ncu_shapes=${NCU_SHAPES:-mnist_b128}

@@ -12,5 +12,5 @@ set -uo pipefail
 out=${OUT:-bench/results/nvidia-h200-low-register-steps/run1}
 OP="digitcaps digitcaps_backward" BINARIES="halcaps_prev halcaps" ROUNDS=3 SANITIZE_SHAPES="" \
 NCU_KERNELS="pass_kernel|squash" NCU_LAUNCHES=6 \
-TESTS="[hand_backward],cuda digitcaps: cuda_tensor's training pair*,cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: MNIST shape*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*,cuda digitcaps: hard inputs*,cuda digitcaps: the hand-written backward*" \
+TESTS=layer \
     bash bench/gpu_ab.sh "$out"

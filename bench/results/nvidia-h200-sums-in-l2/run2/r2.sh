@@ -9,7 +9,7 @@
 set -uo pipefail
 out=${OUT:-bench/results/nvidia-h200-sums-in-l2/run2}
 OP="digitcaps digitcaps_backward" BINARIES="halcaps_prev halcaps" ROUNDS=2 SANITIZE_SHAPES="mnist_b128" \
-TESTS="[hand_backward],cuda digitcaps: cuda_tensor's training pair*,cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: MNIST shape*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*,cuda digitcaps: hard inputs*,cuda digitcaps: the hand-written backward*" \
+TESTS=layer \
     bash bench/gpu_ab.sh "$out"
 xz -dc .gpu/halcaps.xz > /tmp/halcaps_b && cuobjdump --dump-resource-usage /tmp/halcaps_b 2>/dev/null |
     grep -A1 "pass_kernel.*VariantILi10ELi2ELi1E" | grep -o "Function [^:]*\|REG:[0-9]*\|STACK:[0-9]*" | paste - - - > "$out/registers.txt"

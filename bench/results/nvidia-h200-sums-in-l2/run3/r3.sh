@@ -8,7 +8,7 @@
 set -uo pipefail
 out=${OUT:-bench/results/nvidia-h200-sums-in-l2/run3}
 OP="digitcaps" BINARIES="halcaps" ROUNDS=2 SANITIZE_SHAPES="" \
-TESTS="[hand_backward],cuda digitcaps: cuda_tensor's training pair*,cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: MNIST shape*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*,cuda digitcaps: hard inputs*,cuda digitcaps: the hand-written backward*" \
+TESTS=layer \
     bash bench/gpu_ab.sh "$out"
 xz -dc .gpu/halcaps_digitcaps_timeline.xz > /tmp/probe && chmod +x /tmp/probe
 mkdir -p /tmp/csv

@@ -9,5 +9,5 @@
 set -uo pipefail
 out=${OUT:-bench/results/nvidia-h200-sums-in-l2/run5}
 OP="digitcaps" BINARIES="halcaps_prev halcaps" ROUNDS=3 SANITIZE_SHAPES="" \
-TESTS="[hand_backward],cuda digitcaps: cuda_tensor's training pair*,cuda digitcaps: blog grid*,cuda digitcaps: odd sizes*,cuda digitcaps: MNIST shape*,cuda digitcaps: cuda_tensor's MNIST variant*,cuda digitcaps: the hand-written fused layers*,cuda digitcaps: hard inputs*,cuda digitcaps: the hand-written backward*" \
+TESTS=layer \
     bash bench/gpu_ab.sh "$out"
