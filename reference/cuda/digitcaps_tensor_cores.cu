@@ -82,6 +82,12 @@
 // permuted for one 16-byte load a row and j, and step 0 waiting for them
 // only after its products: MNIST b128 59.8-60.0 us against 59.0-59.2, b512
 // 158.3-158.5 against 150.7-150.9.
+// Tried and dropped (bench/results/nvidia-h200-v-rows-16b/): the same
+// permuted rows with step 0 unchanged, 16-byte loads only: MNIST b128
+// 58.1-58.2 us against 58.8-58.9, but b512 152.2-153.1 against 149.4-149.9,
+// and 2-way bank conflicts in the passes storing c (digitcaps_with_c b512
+// 218 against 189); kept only in the two-stage forward passes, 58.3-58.6
+// against 58.6-58.8 at b128 and slower elsewhere.
 // Tried and dropped (bench/results/nvidia-h200-low-register-steps/): the
 // passes at 168 registers, three blocks an SM, u_hat computed twice a step
 // (for the logits, then for the sums) so that no lane holds every j's:
