@@ -257,6 +257,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     constexpr bool kFirst = kMode == kFirstPass;
     constexpr bool kTwoTiles = kMode == kBackwardWithLogits;  // v_sum's rows and gs'
     constexpr bool kGradients = kMode == kBackward || kMode == kBackwardWithLogits;
+    constexpr bool kReadsStagedB0 = kMode == kAgreement || kMode == kBackwardWithLogits;  // coefficients_of_logits
     static_assert(!kStore || kMode == kAgreement, "only the forward's agreement passes store c");
     constexpr int JM = V::JM, NE = V::NE, KS = V::KS, EP = V::EP, WS = V::WS, US = V::US, VS = V::VS;
     timeline::BlockClock clock;  // empty outside the timeline probe (digitcaps_timeline.cuh)
@@ -301,10 +302,12 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     } else {
         const int tile_floats = kFirst ? region : region + (kTwoTiles ? 2 : 1) * tile_rows * VS;
         for (int n = threadIdx.x; n < tile_floats / 4; n += threads) smem_vec[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (J < JM) {
+        if (kReadsStagedB0 && J < JM) {
             // b0's floats past out_caps hold -inf, so that the logits there
             // are -inf with no test of j (their dots are 0: W and v_sum are
-            // zeros there).
+            // zeros there). Only the passes that take the logits from the
+            // staged b0 read them: the first pass tests j itself
+            // (base2_logits_of_b0) and kBackward takes no logits.
             __syncthreads();  // the zeros are in place before the -inf land on some of them
             const int pad = JM - J;
             for (int n = threadIdx.x; n < S * a.i_lanes * pad; n += threads) {
