@@ -59,7 +59,7 @@ constexpr int kTileVectors = kTileFloats / 4;        // 1280
 constexpr int kVectorsPerThread = kTileVectors / kThreads;  // 10
 constexpr int kPasses = 3;
 constexpr int kMaxTiles = 64;
-constexpr unsigned long long kSpinLimitNs = 2000000000ull;  // a wait past 2 s is a hang: flagged, not waited
+constexpr unsigned long long kSpinLimitNs = 200000000ull;  // a wait past 0.2 s is a hang: flagged, not waited
 
 struct Sync {
     unsigned int next_item;
@@ -173,14 +173,15 @@ void layered_call(float *partial, float *v_sum, float *v, const Params &p, size_
 }
 
 // ---------------------------------------------------------------- dataflow
-// The squash of the tile's (b, j) rows from s (4 threads a row, a float4
-// each), into v_sum (v in the last pass), and s zeroed for the next call.
-__device__ void squash_tile(float *__restrict__ s, float *__restrict__ v_sum, float *__restrict__ v, int tile,
+// The squash of the tile's (b, j) rows from tile_s, the tile's sums (4
+// threads a row, a float4 each), into v_sum (v in the last pass), and
+// tile_s zeroed for the next call.
+__device__ void squash_tile(float *__restrict__ tile_s, float *__restrict__ v_sum, float *__restrict__ v, int tile,
                             int pass) {
     for (int n = 0; n < kVectorsPerThread; n++) {
         const int vector = threadIdx.x + n * kThreads;  // 4 consecutive threads: one (b, j) row
         const size_t at = size_t(tile) * kTileVectors + vector;
-        float4 *s4 = reinterpret_cast<float4 *>(s) + at;
+        float4 *s4 = reinterpret_cast<float4 *>(tile_s) + vector;
         const float4 x = __ldcg(s4);
         __stcg(s4, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
         float m = fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w)));
@@ -213,11 +214,18 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
     const int items_per_pass = p.tiles * p.chunks * p.split;
     const int items = kPasses * items_per_pass;
     const float share = 1.0f / float(p.split);
+    // Thread 0 takes the block's next item as the current one starts, so
+    // that the atomic's trip to L2 passes under the item's work. The
+    // smallest item not yet done is then always some block's current one,
+    // and it waits only on smaller ones: no wait can deadlock.
+    unsigned int next = 0;
+    if (threadIdx.x == 0) next = atomicAdd(&sync->next_item, 1u);
     for (;;) {
-        if (threadIdx.x == 0) item_shared = int(atomicAdd(&sync->next_item, 1u));
+        if (threadIdx.x == 0) item_shared = int(next);
         __syncthreads();
         const int item = item_shared;
         if (item >= items) break;
+        if (threadIdx.x == 0) next = atomicAdd(&sync->next_item, 1u);
         // Items in order: pass, then tile, then chunk, then piece of the chunk.
         const int pass = item / items_per_pass, in_pass = item % items_per_pass;
         const int tile = in_pass / (p.chunks * p.split), chunk = in_pass / p.split % p.chunks, piece = in_pass % p.split;
@@ -226,7 +234,9 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
                 const unsigned long long t0 = global_ns();
                 while (load_acquire(&sync->ready[pass - 1][tile]) != p.call) {
                     __nanosleep(32);
-                    if (global_ns() - t0 > kSpinLimitNs) {
+                    // Past the limit, or once any wait has timed out, the
+                    // call is reported broken and no longer waited on.
+                    if (global_ns() - t0 > kSpinLimitNs || *reinterpret_cast<volatile unsigned int *>(&sync->hangs)) {
                         atomicAdd(&sync->hangs, 1u);
                         break;
                     }
@@ -320,6 +330,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "--tiles must be 1..%d\n", kMaxTiles);
         return 2;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe as they are printed
     cudaDeviceProp prop{};
     CHECK(cudaGetDeviceProperties(&prop, 0));
 
@@ -420,6 +431,7 @@ int main(int argc, char **argv) {
         p.split = split;
         const int items = kPasses * tiles * chunks * split;
         const int grid = std::min(resident, items);
+        CHECK(cudaMemset(sync, 0, sizeof(Sync)));  // a variant after a broken one starts clean
         const auto flow = time_calls([&]() {
             dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, sync, p);
             CHECK(cudaGetLastError());

@@ -7,7 +7,7 @@ set -uo pipefail
 out=${OUT:-bench/results/nvidia-h200-tile-dataflow/run1}
 probe=./.gpu/dataflow_probe
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu.txt"
-timeout 120 $probe | tee "$out/probe_b128.txt"
-timeout 120 $probe --step-ns-first 0 --step-ns 0 | tee "$out/probe_b128_no_steps.txt"
-timeout 120 $probe --tiles 16 --chunks 16 --steps-first 18 --steps 36 --step-ns-first 1240 --step-ns 1520 \
+timeout 60 $probe | tee "$out/probe_b128.txt"
+timeout 60 $probe --step-ns-first 0 --step-ns 0 | tee "$out/probe_b128_no_steps.txt"
+timeout 60 $probe --tiles 16 --chunks 16 --steps-first 18 --steps 36 --step-ns-first 1240 --step-ns 1520 \
     | tee "$out/probe_b512.txt"
