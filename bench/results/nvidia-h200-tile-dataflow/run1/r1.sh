@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the tile-dataflow probe (dataflow_probe.cu, built on the CPU build
+# Runs the tile-dataflow probe (run 1's build of the probe, built on the CPU build
 # machine and carried as .gpu/dataflow_probe) from the repository root:
 # MNIST b128's plan with the steps' times of the timeline study, the same
 # with no steps (the structure's own cost), and MNIST b512's plan.

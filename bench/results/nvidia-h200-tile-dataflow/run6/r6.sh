@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 6 of the tile-dataflow probe (run6/dataflow_probe.cu, built on the CPU
+# Run 6 of the tile-dataflow probe (run 6's build of the probe, built on the CPU
 # build machine and carried as .gpu/dataflow_probe), from the repository
 # root: the library's structure (layered) and two floors under it, at MNIST
 # b128 with the steps at their timeline lengths, 3/4, 1/2 and none of them,

@@ -25,7 +25,7 @@
 //
 // Build (CPU build machine, from the repository root):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I reference/cuda -I runtime/include \
-//        -o .gpu/dataflow_probe bench/results/nvidia-h200-tile-dataflow/run1/dataflow_probe.cu
+//        -o .gpu/dataflow_probe bench/results/nvidia-h200-tile-dataflow/dataflow_probe.cu
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -61,12 +61,15 @@ constexpr int kPasses = 3;
 constexpr int kMaxTiles = 64;
 constexpr unsigned long long kSpinLimitNs = 200000000ull;  // a wait past 0.2 s is a hang: flagged, not waited
 
+// Each counter and flag on its own 128-byte line, so that the polls of one
+// do not queue behind the atomics on another.
+constexpr int kLine = 32;  // unsigned ints a line
 struct Sync {
-    unsigned int next_item;
-    unsigned int done;
-    unsigned int hangs;
-    unsigned int arrived[kPasses][kMaxTiles];
-    unsigned int ready[kPasses][kMaxTiles];
+    unsigned int next_item, pad0[kLine - 1];
+    unsigned int done, pad1[kLine - 1];
+    unsigned int hangs, pad2[kLine - 1];
+    unsigned int arrived[kPasses][kMaxTiles][kLine];
+    unsigned int ready[kPasses][kMaxTiles][kLine];
 };
 
 struct Params {
@@ -77,7 +80,17 @@ struct Params {
     int steps;             // steps a chunk, passes after it
     long long step_cycles_first, step_cycles;
     unsigned int call;     // this call's number (the flags' value, the hash's salt)
+    bool stores;           // dataflow: each item stores its sums into its own slot (no atomics; v is then wrong)
+    bool prefetch;         // dataflow: a block takes its next item as its current one starts
+    bool light;            // dataflow: the arrival an acq_rel atomic and the flag a release store, with no
+                           // __threadfence beside them (thread 0's, after the block's barrier)
+    unsigned long long *trace;  // dataflow: where not null, 8 values an item (trace_item)
 };
+// A traced item's values: the GPU's ns timer as the block took the item,
+// once its wait ended, once its v_sum rows were in, once its steps were
+// done, once it had arrived, once it had squashed (or arrived); the block;
+// whether it squashed.
+enum { kTook, kWaited, kRowsIn, kStepsDone, kArrived, kEnded, kBlock, kSquashed, kTraceValues };
 
 __device__ __forceinline__ unsigned long long global_ns() {
     unsigned long long t;
@@ -93,6 +106,11 @@ __device__ __forceinline__ unsigned int load_acquire(const unsigned int *p) {
     unsigned int v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+__device__ __forceinline__ unsigned int add_acq_rel(unsigned int *p, unsigned int v) {
+    unsigned int old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
 }
 __device__ __forceinline__ void store_release(unsigned int *p, unsigned int v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -156,7 +174,46 @@ __global__ void __launch_bounds__(kThreads, 2) layered_pass(float *__restrict__ 
     }
 }
 
-void layered_call(float *partial, float *v_sum, float *v, const Params &p, size_t smem, cudaStream_t stream) {
+// The floors (run 6, timing only: their v is not checked). One kernel whose
+// blocks take the three passes of their (tile, chunk) back to back, with no
+// handover between passes: the steps, the rows' loads and the partial sums'
+// stores, and one launch.
+__global__ void __launch_bounds__(kThreads, 2) passes_back_to_back(float *__restrict__ partial,
+                                                                   const float *__restrict__ v_sum, Params p) {
+    extern __shared__ float4 smem_vec[];
+    float *v_tile = reinterpret_cast<float *>(smem_vec);
+    const int tile = blockIdx.x, chunk = blockIdx.y;
+    const int rows = p.tiles * kTileRows * kJ;
+    for (int pass = 0; pass < kPasses; pass++) {
+        if (pass > 0) {
+            const float4 *from = reinterpret_cast<const float4 *>(v_sum) + size_t(tile) * kTileVectors + threadIdx.x;
+            float4 loaded[kVectorsPerThread];
+#pragma unroll
+            for (int n = 0; n < kVectorsPerThread; n++) loaded[n] = __ldcg(from + n * kThreads);
+#pragma unroll
+            for (int n = 0; n < kVectorsPerThread; n++) smem_vec[threadIdx.x + n * kThreads] = loaded[n];
+        }
+        __syncthreads();
+        const int steps = pass == 0 ? p.steps_first : p.steps;
+        const long long cycles = pass == 0 ? p.step_cycles_first : p.step_cycles;
+        for (int st = 0; st < steps; st++) {
+            spin_cycles(cycles);
+            __syncthreads();
+        }
+        float4 *out = reinterpret_cast<float4 *>(partial + (size_t(chunk) * rows + size_t(tile) * kTileRows * kJ) * kE);
+#pragma unroll
+        for (int n = 0; n < kVectorsPerThread; n++) {
+            const int vector = threadIdx.x + n * kThreads;
+            out[vector] = item_sums(v_tile, pass, chunk, tile, vector, p.call, 1.0f);
+        }
+    }
+}
+
+// squash_kernels false: the three pass kernels alone, each launched
+// overlapping the one ahead (one kernel boundary an iteration, with nothing
+// between them: a floor, timing only).
+void layered_call(float *partial, float *v_sum, float *v, const Params &p, size_t smem, cudaStream_t stream,
+                  bool squash_kernels = true) {
     const dim3 grid(p.tiles, p.chunks);
     const int64_t rows = int64_t(p.tiles) * kTileRows * kJ;
     for (int pass = 0; pass < kPasses; pass++) {
@@ -167,46 +224,56 @@ void layered_call(float *partial, float *v_sum, float *v, const Params &p, size_
             CHECK(shared::launch_overlapping(layered_pass<false>, grid, dim3(kThreads), smem, stream, partial,
                                              static_cast<const float *>(v_sum), p, pass));
         }
-        CHECK(shared::launch_squash(partial, v_sum, v, nullptr, rows, kE, p.chunks, pass == 0, pass + 1 == kPasses,
-                                    stream));
+        if (squash_kernels) {
+            CHECK(shared::launch_squash(partial, v_sum, v, nullptr, rows, kE, p.chunks, pass == 0,
+                                        pass + 1 == kPasses, stream));
+        }
     }
 }
 
 // ---------------------------------------------------------------- dataflow
 // The squash of the tile's (b, j) rows from tile_s, the tile's sums (4
 // threads a row, a float4 each), into v_sum (v in the last pass), and
-// tile_s zeroed for the next call.
+// tile_s zeroed for the next call. Every load of a thread is issued before
+// any of them is used, so that the squash waits on L2 about twice, not
+// twice a float4 (run 2's loop: about 12 us a squash).
 __device__ void squash_tile(float *__restrict__ tile_s, float *__restrict__ v_sum, float *__restrict__ v, int tile,
                             int pass) {
+    float4 x[kVectorsPerThread], before[kVectorsPerThread];
+    float4 *s4 = reinterpret_cast<float4 *>(tile_s) + threadIdx.x;
+    float4 *vs4 = reinterpret_cast<float4 *>(v_sum) + size_t(tile) * kTileVectors + threadIdx.x;
+#pragma unroll
+    for (int n = 0; n < kVectorsPerThread; n++) x[n] = __ldcg(s4 + n * kThreads);
+#pragma unroll
     for (int n = 0; n < kVectorsPerThread; n++) {
-        const int vector = threadIdx.x + n * kThreads;  // 4 consecutive threads: one (b, j) row
-        const size_t at = size_t(tile) * kTileVectors + vector;
-        float4 *s4 = reinterpret_cast<float4 *>(tile_s) + vector;
-        const float4 x = __ldcg(s4);
-        __stcg(s4, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-        float m = fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w)));
+        before[n] = pass == 1 ? __ldcg(vs4 + n * kThreads) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int n = 0; n < kVectorsPerThread; n++) __stcg(s4 + n * kThreads, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+#pragma unroll
+    for (int n = 0; n < kVectorsPerThread; n++) {  // 4 consecutive threads: one (b, j) row
+        float m = fmaxf(fmaxf(fabsf(x[n].x), fabsf(x[n].y)), fmaxf(fabsf(x[n].z), fabsf(x[n].w)));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         m = fmaxf(m, 1.17549435e-38f);
-        float q = (x.x / m) * (x.x / m) + (x.y / m) * (x.y / m) + (x.z / m) * (x.z / m) + (x.w / m) * (x.w / m);
+        float q = (x[n].x / m) * (x[n].x / m) + (x[n].y / m) * (x[n].y / m) + (x[n].z / m) * (x[n].z / m) +
+                  (x[n].w / m) * (x[n].w / m);
         q += __shfl_xor_sync(0xffffffffu, q, 1);
         q += __shfl_xor_sync(0xffffffffu, q, 2);
-        const float4 y = make_float4(shared::squash_of(x.x, m, q), shared::squash_of(x.y, m, q),
-                                     shared::squash_of(x.z, m, q), shared::squash_of(x.w, m, q));
-        float4 *vs4 = reinterpret_cast<float4 *>(v_sum) + at;
+        const float4 y = make_float4(shared::squash_of(x[n].x, m, q), shared::squash_of(x[n].y, m, q),
+                                     shared::squash_of(x[n].z, m, q), shared::squash_of(x[n].w, m, q));
         if (pass + 1 == kPasses) {
-            reinterpret_cast<float4 *>(v)[at] = y;
-        } else if (pass == 0) {
-            __stcg(vs4, y);
+            reinterpret_cast<float4 *>(v)[size_t(tile) * kTileVectors + threadIdx.x + n * kThreads] = y;
         } else {
-            const float4 o = __ldcg(vs4);
-            __stcg(vs4, make_float4(o.x + y.x, o.y + y.y, o.z + y.z, o.w + y.w));
+            __stcg(vs4 + n * kThreads,
+                   make_float4(before[n].x + y.x, before[n].y + y.y, before[n].z + y.z, before[n].w + y.w));
         }
     }
 }
 
 __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict__ s, float *__restrict__ v_sum,
-                                                               float *__restrict__ v, Sync *sync, Params p) {
+                                                               float *__restrict__ v, float *__restrict__ slots,
+                                                               Sync *sync, Params p) {
     extern __shared__ float4 smem_vec[];
     float *v_tile = reinterpret_cast<float *>(smem_vec);
     __shared__ int item_shared;
@@ -219,20 +286,24 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
     // smallest item not yet done is then always some block's current one,
     // and it waits only on smaller ones: no wait can deadlock.
     unsigned int next = 0;
-    if (threadIdx.x == 0) next = atomicAdd(&sync->next_item, 1u);
+    if (threadIdx.x == 0 && p.prefetch) next = atomicAdd(&sync->next_item, 1u);
+    unsigned long long marks[kTraceValues];
     for (;;) {
-        if (threadIdx.x == 0) item_shared = int(next);
+        if (threadIdx.x == 0) {
+            if (p.trace) marks[kTook] = global_ns();
+            item_shared = int(p.prefetch ? next : atomicAdd(&sync->next_item, 1u));
+        }
         __syncthreads();
         const int item = item_shared;
         if (item >= items) break;
-        if (threadIdx.x == 0) next = atomicAdd(&sync->next_item, 1u);
+        if (threadIdx.x == 0 && p.prefetch) next = atomicAdd(&sync->next_item, 1u);
         // Items in order: pass, then tile, then chunk, then piece of the chunk.
         const int pass = item / items_per_pass, in_pass = item % items_per_pass;
         const int tile = in_pass / (p.chunks * p.split), chunk = in_pass / p.split % p.chunks, piece = in_pass % p.split;
         if (pass > 0) {
             if (threadIdx.x == 0) {
                 const unsigned long long t0 = global_ns();
-                while (load_acquire(&sync->ready[pass - 1][tile]) != p.call) {
+                while (load_acquire(&sync->ready[pass - 1][tile][0]) != p.call) {
                     __nanosleep(32);
                     // Past the limit, or once any wait has timed out, the
                     // call is reported broken and no longer waited on.
@@ -241,13 +312,22 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
                         break;
                     }
                 }
-                __threadfence();
+                if (!p.light) __threadfence();
             }
+            if (threadIdx.x == 0 && p.trace) marks[kWaited] = global_ns();
             __syncthreads();
-            const float4 *from = reinterpret_cast<const float4 *>(v_sum) + size_t(tile) * kTileVectors;
-            for (int n = threadIdx.x; n < kTileVectors; n += kThreads) smem_vec[n] = __ldcg(from + n);
+            const float4 *from = reinterpret_cast<const float4 *>(v_sum) + size_t(tile) * kTileVectors + threadIdx.x;
+            float4 rows[kVectorsPerThread];
+#pragma unroll
+            for (int n = 0; n < kVectorsPerThread; n++) rows[n] = __ldcg(from + n * kThreads);
+#pragma unroll
+            for (int n = 0; n < kVectorsPerThread; n++) smem_vec[threadIdx.x + n * kThreads] = rows[n];
         }
         __syncthreads();
+        if (threadIdx.x == 0 && p.trace) {
+            if (pass == 0) marks[kWaited] = marks[kTook];
+            marks[kRowsIn] = global_ns();
+        }
         // The chunk's steps, shared out over its pieces.
         const int chunk_steps = pass == 0 ? p.steps_first : p.steps;
         const int steps = chunk_steps * (piece + 1) / p.split - chunk_steps * piece / p.split;
@@ -256,27 +336,52 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
             spin_cycles(cycles);
             __syncthreads();
         }
+        if (threadIdx.x == 0 && p.trace) marks[kStepsDone] = global_ns();
         float *tile_s = s + (size_t(pass) * p.tiles + tile) * kTileFloats;
+        // The timing-only variant stores into the item's own slot of the
+        // tile's partial sums, as the layered pass does (the tile's s stays
+        // zero, so its v is wrong): what the atomics cost.
+        float4 *slot = reinterpret_cast<float4 *>(slots) + (size_t(in_pass % (p.chunks * p.split)) * p.tiles + tile) *
+                                                              kTileVectors;
 #pragma unroll
         for (int n = 0; n < kVectorsPerThread; n++) {
             const int vector = threadIdx.x + n * kThreads;
-            red_add_v4(tile_s + 4 * vector, item_sums(v_tile, pass, chunk, tile, vector, p.call, share));
+            const float4 x = item_sums(v_tile, pass, chunk, tile, vector, p.call, share);
+            if (p.stores) {
+                slot[vector] = x;
+            } else {
+                red_add_v4(tile_s + 4 * vector, x);
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) {
-            __threadfence();
-            last_shared = atomicAdd(&sync->arrived[pass][tile], 1u) == unsigned(p.chunks * p.split - 1);
+            unsigned int *arrived = &sync->arrived[pass][tile][0];
+            unsigned int before;
+            if (p.light) {
+                before = add_acq_rel(arrived, 1u);
+            } else {
+                __threadfence();
+                before = atomicAdd(arrived, 1u);
+            }
+            last_shared = before == unsigned(p.chunks * p.split - 1);
         }
         __syncthreads();
+        if (threadIdx.x == 0 && p.trace) marks[kArrived] = global_ns();
         if (last_shared) {
-            __threadfence();
+            if (!p.light) __threadfence();
             squash_tile(tile_s, v_sum, v, tile, pass);
             __syncthreads();
             if (threadIdx.x == 0) {
-                sync->arrived[pass][tile] = 0;
-                __threadfence();
-                store_release(&sync->ready[pass][tile], p.call);
+                sync->arrived[pass][tile][0] = 0;
+                if (!p.light) __threadfence();
+                store_release(&sync->ready[pass][tile][0], p.call);
             }
+        }
+        if (threadIdx.x == 0 && p.trace) {
+            marks[kEnded] = global_ns();
+            marks[kBlock] = blockIdx.x;
+            marks[kSquashed] = last_shared;
+            for (int k = 0; k < kTraceValues; k++) p.trace[size_t(item) * kTraceValues + k] = marks[k];
         }
     }
     if (threadIdx.x == 0 && atomicAdd(&sync->done, 1u) == gridDim.x - 1) {
@@ -304,6 +409,7 @@ int main(int argc, char **argv) {
     int tiles = 4, chunks = 64, steps_first = 5, steps = 9, repeats = 30;
     double step_ns_first = 1360.0, step_ns = 1490.0;
     std::vector<int> splits = {1, 2, 3};
+    bool dataflow = true;
     for (int a = 1; a + 1 < argc; a += 2) {
         const std::string k = argv[a];
         const char *val = argv[a + 1];
@@ -314,6 +420,7 @@ int main(int argc, char **argv) {
         else if (k == "--step-ns-first") step_ns_first = std::atof(val);
         else if (k == "--step-ns") step_ns = std::atof(val);
         else if (k == "--repeats") repeats = std::atoi(val);
+        else if (k == "--dataflow") dataflow = std::atoi(val) != 0;
         else if (k == "--splits") {
             splits.clear();
             for (const char *c = val; *c;) {
@@ -347,6 +454,7 @@ int main(int argc, char **argv) {
     CHECK(cudaFuncSetAttribute(layered_pass<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     CHECK(cudaFuncSetAttribute(layered_pass<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     CHECK(cudaFuncSetAttribute(dataflow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    CHECK(cudaFuncSetAttribute(passes_back_to_back, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dataflow_kernel, kThreads, smem));
     const int resident = per_sm * prop.multiProcessorCount;
@@ -360,6 +468,9 @@ int main(int argc, char **argv) {
     float *partial, *v_sum, *v, *s, *v_sum_d, *v_d;
     Sync *sync;
     CHECK(cudaMalloc(&partial, size_t(chunks) * tile_floats_all * sizeof(float)));
+    const int max_split = *std::max_element(splits.begin(), splits.end());
+    float *slots;
+    CHECK(cudaMalloc(&slots, size_t(chunks) * max_split * tile_floats_all * sizeof(float)));
     CHECK(cudaMalloc(&v_sum, tile_floats_all * sizeof(float)));
     CHECK(cudaMalloc(&v, tile_floats_all * sizeof(float)));
     CHECK(cudaMalloc(&v_sum_d, tile_floats_all * sizeof(float)));
@@ -411,7 +522,7 @@ int main(int argc, char **argv) {
         p.split = split;
         layered();
         dataflow_kernel<<<std::min(resident, kPasses * tiles * chunks * split), kThreads, smem, stream>>>(
-            s, v_sum_d, v_d, sync, p);
+            s, v_sum_d, v_d, slots, sync, p);
         CHECK(cudaGetLastError());
         CHECK(cudaStreamSynchronize(stream));
         std::vector<float> a(tile_floats_all), b(tile_floats_all);
@@ -426,24 +537,91 @@ int main(int argc, char **argv) {
     };
 
     const auto base = time_calls(layered);
-    std::printf("%-28s %8.1f us median, %8.1f min\n", "layered (6 kernels)", base.first, base.second);
-    for (int split : splits) {
+    std::printf("%-44s %8.1f us median, %8.1f min\n", "layered (6 kernels)", base.first, base.second);
+    unsigned long long *trace;
+    CHECK(cudaMalloc(&trace, size_t(kPasses) * tiles * chunks * max_split * kTraceValues * sizeof(unsigned long long)));
+    // One call traced: per pass, the medians and maxima over its items of
+    // each stretch, when its items' steps began, and when its tiles' flags
+    // were raised, in us from the call's first item.
+    auto report_trace = [&](int split) {
+        const int items = kPasses * tiles * chunks * split, per_pass = items / kPasses;
+        std::vector<unsigned long long> t(size_t(items) * kTraceValues);
+        CHECK(cudaMemcpy(t.data(), trace, t.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+        unsigned long long origin = ~0ull, last = 0;
+        for (int it = 0; it < items; it++) {
+            origin = std::min(origin, t[size_t(it) * kTraceValues + kTook]);
+            last = std::max(last, t[size_t(it) * kTraceValues + kEnded]);
+        }
+        std::printf("    traced call: %.1f us from the first item taken to the last ended\n", (last - origin) / 1000.0);
+        std::printf("    %-5s %-15s %-15s %-15s %-15s %-15s %-22s %s\n", "pass", "wait med/max", "rows med/max",
+                    "steps med/max", "arrive med/max", "squash med/max", "steps begin min/med/max", "flags raised min/max");
+        for (int pass = 0; pass < kPasses; pass++) {
+            std::vector<float> wait, rows, steps, arrive, squash, begin, flag;
+            for (int it = pass * per_pass; it < (pass + 1) * per_pass; it++) {
+                const unsigned long long *m = &t[size_t(it) * kTraceValues];
+                wait.push_back((m[kWaited] - m[kTook]) / 1000.0f);
+                rows.push_back((m[kRowsIn] - m[kWaited]) / 1000.0f);
+                steps.push_back((m[kStepsDone] - m[kRowsIn]) / 1000.0f);
+                arrive.push_back((m[kArrived] - m[kStepsDone]) / 1000.0f);
+                begin.push_back((m[kRowsIn] - origin) / 1000.0f);
+                if (m[kSquashed]) {
+                    squash.push_back((m[kEnded] - m[kArrived]) / 1000.0f);
+                    flag.push_back((m[kEnded] - origin) / 1000.0f);
+                }
+            }
+            auto mm = [](std::vector<float> x) {
+                char b[32];
+                std::sort(x.begin(), x.end());
+                std::snprintf(b, sizeof b, "%.2f/%.2f", x[x.size() / 2], x.back());
+                return std::string(b);
+            };
+            std::sort(begin.begin(), begin.end());
+            std::sort(flag.begin(), flag.end());
+            std::printf("    %-5d %-15s %-15s %-15s %-15s %-15s %5.1f/%5.1f/%5.1f      %5.1f/%5.1f\n", pass,
+                        mm(wait).c_str(), mm(rows).c_str(), mm(steps).c_str(), mm(arrive).c_str(), mm(squash).c_str(),
+                        begin.front(), begin[begin.size() / 2], begin.back(), flag.front(), flag.back());
+        }
+    };
+
+    const auto pass_kernels = time_calls([&]() { layered_call(partial, v_sum, v, p, smem, stream, false); });
+    std::printf("%-44s %8.1f us median, %8.1f min (timing only)\n", "floor: the 3 pass kernels, no squash kernels",
+                pass_kernels.first, pass_kernels.second);
+    const auto one_kernel = time_calls([&]() {
+        passes_back_to_back<<<dim3(p.tiles, p.chunks), kThreads, smem, stream>>>(partial, v_sum, p);
+        CHECK(cudaGetLastError());
+    });
+    std::printf("%-44s %8.1f us median, %8.1f min (timing only)\n", "floor: one kernel, passes back to back",
+                one_kernel.first, one_kernel.second);
+    if (!dataflow) splits.clear();
+    for (int n = 0; n < 2 * int(splits.size()); n++) {
+        const int split = splits[n / 2];
+        p.prefetch = false;
+        p.light = n % 2 == 1;
+        p.stores = false;
         p.split = split;
         const int items = kPasses * tiles * chunks * split;
         const int grid = std::min(resident, items);
         CHECK(cudaMemset(sync, 0, sizeof(Sync)));  // a variant after a broken one starts clean
         const auto flow = time_calls([&]() {
-            dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, sync, p);
+            dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, slots, sync, p);
             CHECK(cudaGetLastError());
         });
         const double error = compare(split);
+        p.call = ++call;
+        p.trace = trace;
+        dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, slots, sync, p);
+        CHECK(cudaGetLastError());
+        CHECK(cudaStreamSynchronize(stream));
+        p.trace = nullptr;
         Sync host_sync{};
         CHECK(cudaMemcpy(&host_sync, sync, sizeof(Sync), cudaMemcpyDeviceToHost));
         char name[64];
-        std::snprintf(name, sizeof name, "dataflow, %d item%s a chunk", split, split > 1 ? "s" : "");
-        std::printf("%-28s %8.1f us median, %8.1f min; %d items on %d blocks; v against layered %.2e%s\n", name,
+        std::snprintf(name, sizeof name, "dataflow, %d item%s a chunk, %s", split, split > 1 ? "s" : "",
+                      p.light ? "acq_rel atomics, no fences" : "fences and atomics");
+        std::printf("%-44s %8.1f us median, %8.1f min; %d items on %d blocks; v against layered %.2e%s\n", name,
                     flow.first, flow.second, items, grid, error,
                     host_sync.hangs ? "; WAITS TIMED OUT" : (error > 1e-5 ? "; WRONG" : ""));
+        report_trace(split);
     }
     CHECK(cudaDeviceSynchronize());
     return 0;
