@@ -145,6 +145,18 @@ __device__ __forceinline__ float4 item_sums(const float *v_tile, int pass, int c
     return make_float4(r[0], r[1], r[2], r[3]);
 }
 
+// The tile's rows of v_sum into shared memory, every load of a thread
+// issued before any store (written by other blocks of the same kernel in
+// dataflow: loaded from L2, past L1).
+__device__ __forceinline__ void load_tile_rows(float4 *tile_rows, const float *v_sum, int tile) {
+    const float4 *from = reinterpret_cast<const float4 *>(v_sum) + size_t(tile) * kTileVectors + threadIdx.x;
+    float4 rows[kVectorsPerThread];
+#pragma unroll
+    for (int n = 0; n < kVectorsPerThread; n++) rows[n] = __ldcg(from + n * kThreads);
+#pragma unroll
+    for (int n = 0; n < kVectorsPerThread; n++) tile_rows[threadIdx.x + n * kThreads] = rows[n];
+}
+
 // ---------------------------------------------------------------- layered
 template <bool kFirst>
 __global__ void __launch_bounds__(kThreads, 2) layered_pass(float *__restrict__ partial, const float *__restrict__ v_sum,
@@ -186,12 +198,7 @@ __global__ void __launch_bounds__(kThreads, 2) passes_back_to_back(float *__rest
     const int rows = p.tiles * kTileRows * kJ;
     for (int pass = 0; pass < kPasses; pass++) {
         if (pass > 0) {
-            const float4 *from = reinterpret_cast<const float4 *>(v_sum) + size_t(tile) * kTileVectors + threadIdx.x;
-            float4 loaded[kVectorsPerThread];
-#pragma unroll
-            for (int n = 0; n < kVectorsPerThread; n++) loaded[n] = __ldcg(from + n * kThreads);
-#pragma unroll
-            for (int n = 0; n < kVectorsPerThread; n++) smem_vec[threadIdx.x + n * kThreads] = loaded[n];
+            load_tile_rows(smem_vec, v_sum, tile);
         }
         __syncthreads();
         const int steps = pass == 0 ? p.steps_first : p.steps;
@@ -316,12 +323,7 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
             }
             if (threadIdx.x == 0 && p.trace) marks[kWaited] = global_ns();
             __syncthreads();
-            const float4 *from = reinterpret_cast<const float4 *>(v_sum) + size_t(tile) * kTileVectors + threadIdx.x;
-            float4 rows[kVectorsPerThread];
-#pragma unroll
-            for (int n = 0; n < kVectorsPerThread; n++) rows[n] = __ldcg(from + n * kThreads);
-#pragma unroll
-            for (int n = 0; n < kVectorsPerThread; n++) smem_vec[threadIdx.x + n * kThreads] = rows[n];
+            load_tile_rows(smem_vec, v_sum, tile);
         }
         __syncthreads();
         if (threadIdx.x == 0 && p.trace) {
