@@ -80,8 +80,6 @@ struct Params {
     int steps;             // steps a chunk, passes after it
     long long step_cycles_first, step_cycles;
     unsigned int call;     // this call's number (the flags' value, the hash's salt)
-    bool stores;           // dataflow: each item stores its sums into its own slot (no atomics; v is then wrong)
-    bool prefetch;         // dataflow: a block takes its next item as its current one starts
     bool light;            // dataflow: the arrival an acq_rel atomic and the flag a release store, with no
                            // __threadfence beside them (thread 0's, after the block's barrier)
     unsigned long long *trace;  // dataflow: where not null, 8 values an item (trace_item)
@@ -157,6 +155,27 @@ __device__ __forceinline__ void load_tile_rows(float4 *tile_rows, const float *v
     for (int n = 0; n < kVectorsPerThread; n++) tile_rows[threadIdx.x + n * kThreads] = rows[n];
 }
 
+// A pass's steps: waits of `cycles` SM cycles, a block barrier after each.
+__device__ __forceinline__ void take_steps(int steps, long long cycles) {
+    for (int st = 0; st < steps; st++) {
+        spin_cycles(cycles);
+        __syncthreads();
+    }
+}
+
+// A block's partial sums of one pass into its chunk's slot of `partial`
+// ([chunks][rows (b, j)][E]), as the layered passes write them.
+__device__ __forceinline__ void store_partial_sums(float *partial, const float *v_tile, const Params &p, int pass,
+                                                   int chunk, int tile) {
+    const int rows = p.tiles * kTileRows * kJ;  // squash rows (b, j)
+    float4 *out = reinterpret_cast<float4 *>(partial + (size_t(chunk) * rows + size_t(tile) * kTileRows * kJ) * kE);
+#pragma unroll
+    for (int n = 0; n < kVectorsPerThread; n++) {
+        const int vector = threadIdx.x + n * kThreads;
+        out[vector] = item_sums(v_tile, pass, chunk, tile, vector, p.call, 1.0f);
+    }
+}
+
 // ---------------------------------------------------------------- layered
 template <bool kFirst>
 __global__ void __launch_bounds__(kThreads, 2) layered_pass(float *__restrict__ partial, const float *__restrict__ v_sum,
@@ -171,19 +190,8 @@ __global__ void __launch_bounds__(kThreads, 2) layered_pass(float *__restrict__ 
         for (int n = threadIdx.x; n < kTileVectors; n += kThreads) smem_vec[n] = from[n];
     }
     __syncthreads();
-    const int steps = kFirst ? p.steps_first : p.steps;
-    const long long cycles = kFirst ? p.step_cycles_first : p.step_cycles;
-    for (int s = 0; s < steps; s++) {
-        spin_cycles(cycles);
-        __syncthreads();
-    }
-    const int rows = p.tiles * kTileRows * kJ;  // squash rows (b, j)
-    float4 *out = reinterpret_cast<float4 *>(partial + (size_t(chunk) * rows + size_t(tile) * kTileRows * kJ) * kE);
-#pragma unroll
-    for (int n = 0; n < kVectorsPerThread; n++) {
-        const int vector = threadIdx.x + n * kThreads;
-        out[vector] = item_sums(v_tile, pass, chunk, tile, vector, p.call, 1.0f);
-    }
+    take_steps(kFirst ? p.steps_first : p.steps, kFirst ? p.step_cycles_first : p.step_cycles);
+    store_partial_sums(partial, v_tile, p, pass, chunk, tile);
 }
 
 // The floors (run 6, timing only: their v is not checked). One kernel whose
@@ -195,24 +203,11 @@ __global__ void __launch_bounds__(kThreads, 2) passes_back_to_back(float *__rest
     extern __shared__ float4 smem_vec[];
     float *v_tile = reinterpret_cast<float *>(smem_vec);
     const int tile = blockIdx.x, chunk = blockIdx.y;
-    const int rows = p.tiles * kTileRows * kJ;
     for (int pass = 0; pass < kPasses; pass++) {
-        if (pass > 0) {
-            load_tile_rows(smem_vec, v_sum, tile);
-        }
+        if (pass > 0) load_tile_rows(smem_vec, v_sum, tile);
         __syncthreads();
-        const int steps = pass == 0 ? p.steps_first : p.steps;
-        const long long cycles = pass == 0 ? p.step_cycles_first : p.step_cycles;
-        for (int st = 0; st < steps; st++) {
-            spin_cycles(cycles);
-            __syncthreads();
-        }
-        float4 *out = reinterpret_cast<float4 *>(partial + (size_t(chunk) * rows + size_t(tile) * kTileRows * kJ) * kE);
-#pragma unroll
-        for (int n = 0; n < kVectorsPerThread; n++) {
-            const int vector = threadIdx.x + n * kThreads;
-            out[vector] = item_sums(v_tile, pass, chunk, tile, vector, p.call, 1.0f);
-        }
+        take_steps(pass == 0 ? p.steps_first : p.steps, pass == 0 ? p.step_cycles_first : p.step_cycles);
+        store_partial_sums(partial, v_tile, p, pass, chunk, tile);
     }
 }
 
@@ -279,8 +274,7 @@ __device__ void squash_tile(float *__restrict__ tile_s, float *__restrict__ v_su
 }
 
 __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict__ s, float *__restrict__ v_sum,
-                                                               float *__restrict__ v, float *__restrict__ slots,
-                                                               Sync *sync, Params p) {
+                                                               float *__restrict__ v, Sync *sync, Params p) {
     extern __shared__ float4 smem_vec[];
     float *v_tile = reinterpret_cast<float *>(smem_vec);
     __shared__ int item_shared;
@@ -288,22 +282,18 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
     const int items_per_pass = p.tiles * p.chunks * p.split;
     const int items = kPasses * items_per_pass;
     const float share = 1.0f / float(p.split);
-    // Thread 0 takes the block's next item as the current one starts, so
-    // that the atomic's trip to L2 passes under the item's work. The
-    // smallest item not yet done is then always some block's current one,
-    // and it waits only on smaller ones: no wait can deadlock.
-    unsigned int next = 0;
-    if (threadIdx.x == 0 && p.prefetch) next = atomicAdd(&sync->next_item, 1u);
+    // A block takes its next item once its current one has ended. Every
+    // item waits only on items taken before it, by blocks that are running
+    // them: no wait can deadlock.
     unsigned long long marks[kTraceValues];
     for (;;) {
         if (threadIdx.x == 0) {
             if (p.trace) marks[kTook] = global_ns();
-            item_shared = int(p.prefetch ? next : atomicAdd(&sync->next_item, 1u));
+            item_shared = int(atomicAdd(&sync->next_item, 1u));
         }
         __syncthreads();
         const int item = item_shared;
         if (item >= items) break;
-        if (threadIdx.x == 0 && p.prefetch) next = atomicAdd(&sync->next_item, 1u);
         // Items in order: pass, then tile, then chunk, then piece of the chunk.
         const int pass = item / items_per_pass, in_pass = item % items_per_pass;
         const int tile = in_pass / (p.chunks * p.split), chunk = in_pass / p.split % p.chunks, piece = in_pass % p.split;
@@ -333,27 +323,13 @@ __global__ void __launch_bounds__(kThreads, 2) dataflow_kernel(float *__restrict
         // The chunk's steps, shared out over its pieces.
         const int chunk_steps = pass == 0 ? p.steps_first : p.steps;
         const int steps = chunk_steps * (piece + 1) / p.split - chunk_steps * piece / p.split;
-        const long long cycles = pass == 0 ? p.step_cycles_first : p.step_cycles;
-        for (int st = 0; st < steps; st++) {
-            spin_cycles(cycles);
-            __syncthreads();
-        }
+        take_steps(steps, pass == 0 ? p.step_cycles_first : p.step_cycles);
         if (threadIdx.x == 0 && p.trace) marks[kStepsDone] = global_ns();
         float *tile_s = s + (size_t(pass) * p.tiles + tile) * kTileFloats;
-        // The timing-only variant stores into the item's own slot of the
-        // tile's partial sums, as the layered pass does (the tile's s stays
-        // zero, so its v is wrong): what the atomics cost.
-        float4 *slot = reinterpret_cast<float4 *>(slots) + (size_t(in_pass % (p.chunks * p.split)) * p.tiles + tile) *
-                                                              kTileVectors;
 #pragma unroll
         for (int n = 0; n < kVectorsPerThread; n++) {
             const int vector = threadIdx.x + n * kThreads;
-            const float4 x = item_sums(v_tile, pass, chunk, tile, vector, p.call, share);
-            if (p.stores) {
-                slot[vector] = x;
-            } else {
-                red_add_v4(tile_s + 4 * vector, x);
-            }
+            red_add_v4(tile_s + 4 * vector, item_sums(v_tile, pass, chunk, tile, vector, p.call, share));
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -471,8 +447,6 @@ int main(int argc, char **argv) {
     Sync *sync;
     CHECK(cudaMalloc(&partial, size_t(chunks) * tile_floats_all * sizeof(float)));
     const int max_split = *std::max_element(splits.begin(), splits.end());
-    float *slots;
-    CHECK(cudaMalloc(&slots, size_t(chunks) * max_split * tile_floats_all * sizeof(float)));
     CHECK(cudaMalloc(&v_sum, tile_floats_all * sizeof(float)));
     CHECK(cudaMalloc(&v, tile_floats_all * sizeof(float)));
     CHECK(cudaMalloc(&v_sum_d, tile_floats_all * sizeof(float)));
@@ -524,7 +498,7 @@ int main(int argc, char **argv) {
         p.split = split;
         layered();
         dataflow_kernel<<<std::min(resident, kPasses * tiles * chunks * split), kThreads, smem, stream>>>(
-            s, v_sum_d, v_d, slots, sync, p);
+            s, v_sum_d, v_d, sync, p);
         CHECK(cudaGetLastError());
         CHECK(cudaStreamSynchronize(stream));
         std::vector<float> a(tile_floats_all), b(tile_floats_all);
@@ -597,21 +571,19 @@ int main(int argc, char **argv) {
     if (!dataflow) splits.clear();
     for (int n = 0; n < 2 * int(splits.size()); n++) {
         const int split = splits[n / 2];
-        p.prefetch = false;
         p.light = n % 2 == 1;
-        p.stores = false;
         p.split = split;
         const int items = kPasses * tiles * chunks * split;
         const int grid = std::min(resident, items);
         CHECK(cudaMemset(sync, 0, sizeof(Sync)));  // a variant after a broken one starts clean
         const auto flow = time_calls([&]() {
-            dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, slots, sync, p);
+            dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, sync, p);
             CHECK(cudaGetLastError());
         });
         const double error = compare(split);
         p.call = ++call;
         p.trace = trace;
-        dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, slots, sync, p);
+        dataflow_kernel<<<grid, kThreads, smem, stream>>>(s, v_sum_d, v_d, sync, p);
         CHECK(cudaGetLastError());
         CHECK(cudaStreamSynchronize(stream));
         p.trace = nullptr;
