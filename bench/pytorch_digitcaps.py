@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch peers of the DigitCaps layer forward: eager and torch.compile.
 
-The same math as halcaps' digitcaps (DESIGN.md §1.2): u_hat = W·u, then
+The same math as halcaps' digitcaps (docs/design.md §1.2): u_hat = W·u, then
 `iterations` rounds of softmax over out_caps, weighted sum over in_caps,
 squash, agreement. fp32, TF32 off. Timed as `halcaps bench` times (CUDA
 events; "us" with the stream kept busy so the launch path is hidden,

@@ -1,4 +1,4 @@
-// `halcaps capsconv`: the 4x4-pose capsule convolution (DESIGN.md §1.3),
+// `halcaps capsconv`: the 4x4-pose capsule convolution (docs/design.md §1.3),
 // forward and with --backward both gradients, on random inputs. Every
 // implementation is checked against the float64 reference, with its outputs
 // poisoned with NaN first, and only then timed; the naive float32 OpenMP

@@ -58,7 +58,7 @@ void Tensor::fill_normal(std::mt19937_64 &rng) {
     for (float &x : host_) {
         do {
             x = normal(rng);
-        } while (x == 0.0f);  // DESIGN.md §2: random, normal, nonzero
+        } while (x == 0.0f);  // docs/design.md §2: random, normal, nonzero
     }
 }
 

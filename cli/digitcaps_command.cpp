@@ -39,7 +39,7 @@ void print_row(const char *op, const std::string &implementation, const referenc
 }
 
 // Routing's outputs go through softmax and squash of sums over I·E terms;
-// float32 lands near 1e-6 relative (DESIGN.md §2).
+// float32 lands near 1e-6 relative (docs/design.md §2).
 reference::Tolerance routing_tolerance() { return {1e-5, 1e-4}; }
 
 void run(RoutingArgs &a) {

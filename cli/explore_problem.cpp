@@ -56,7 +56,7 @@ std::string predict_shape_json(const reference::PredictShape &s) {
     return text;
 }
 
-// Capsule prediction (DESIGN.md §1.1): (u, W) -> u_hat, (g, W) -> grad_u,
+// Capsule prediction (docs/design.md §1.1): (u, W) -> u_hat, (g, W) -> grad_u,
 // (g, u) -> grad_W, in the generators' argument order.
 void make_prediction(ExploreProblem &p, const std::string &op, const BenchShape &shape, Device device,
                      std::mt19937_64 &rng) {
@@ -92,7 +92,7 @@ void make_prediction(ExploreProblem &p, const std::string &op, const BenchShape 
     p.shape_json = predict_shape_json(s);
 }
 
-// The DigitCaps layer (DESIGN.md §1.2): (u, W, b0) -> v after 3 routing
+// The DigitCaps layer (docs/design.md §1.2): (u, W, b0) -> v after 3 routing
 // iterations; b0 random, so the initial logits are exercised too.
 void make_digitcaps(ExploreProblem &p, const BenchShape &shape, Device device, std::mt19937_64 &rng) {
     const reference::DigitCapsShape s{shape.s.batch, shape.s.in_caps, shape.s.in_dim, shape.s.out_caps,
@@ -112,7 +112,7 @@ void make_digitcaps(ExploreProblem &p, const BenchShape &shape, Device device, s
     p.shape_json = predict_shape_json(shape.s);
 }
 
-// The capsule convolution (DESIGN.md §1.3): (stride, pad, I, K) -> O.
+// The capsule convolution (docs/design.md §1.3): (stride, pad, I, K) -> O.
 void make_capsconv(ExploreProblem &p, const CapsConvBenchShape &shape, Device device, std::mt19937_64 &rng) {
     const auto &s = shape.s;
     const std::vector<std::vector<int64_t>> inputs{{s.batch, s.height, s.width, s.in_caps, 4, 4},

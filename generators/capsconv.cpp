@@ -1,5 +1,5 @@
 // The capsule convolution with 4x4 pose matrices (Barham & Isard 2019;
-// Vaidya, "Speeding up Capsules"; DESIGN.md §1.3) and both of its gradients:
+// Vaidya, "Speeding up Capsules"; docs/design.md §1.3) and both of its gradients:
 // algorithms only. The generators name their stages (capsconv_stages.h) and
 // hand them to the schedule picked by the `schedule` generator parameter
 // (schedules/capsconv_schedules.cpp).

@@ -1,5 +1,5 @@
 // The named stages of the capsule convolution and its two gradients
-// (DESIGN.md §1.3), handed by the generators (generators/capsconv.cpp) to the
+// (docs/design.md §1.3), handed by the generators (generators/capsconv.cpp) to the
 // schedules (schedules/capsconv_schedules.cpp).
 //
 // Layouts, Halide dims innermost first (pose dims have extent 4, checked):

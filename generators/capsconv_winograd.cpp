@@ -1,4 +1,4 @@
-// The capsule convolution (DESIGN.md §1.3) for 3x3 filters at stride 1,
+// The capsule convolution (docs/design.md §1.3) for 3x3 filters at stride 1,
 // computed by Winograd's minimal filtering F(m x m, 3 x 3): algorithm only;
 // the stages and their formulas are in capsconv_winograd_stages.h, the
 // schedules in schedules/capsconv_winograd_schedules.cpp.

@@ -2,7 +2,7 @@
 // gradients: algorithms only. Each generator names its stages and hands them to
 // the schedule picked by the `schedule` generator parameter (see schedules/).
 //
-// Layouts (DESIGN.md §1.1), Halide dims innermost first:
+// Layouts (docs/design.md §1.1), Halide dims innermost first:
 //   u      [B, I, K]        -> (k, i, b)
 //   W      [I, J, E, K]     -> (k, e, j, i)
 //   u_hat  [B, I, J, E]     -> (e, j, i, b)
@@ -17,7 +17,7 @@ namespace {
 using namespace Halide;
 using halcaps::require_dense;
 
-// MNIST CapsNet shape (DESIGN.md §1.1): the estimates every schedule and
+// MNIST CapsNet shape (docs/design.md §1.1): the estimates every schedule and
 // autoscheduler sees.
 constexpr int kBatch = 128, kInCaps = 1152, kInDim = 8, kOutCaps = 10, kOutDim = 16;
 

@@ -1,4 +1,4 @@
-// The named stages of the capsule prediction algorithms (DESIGN.md §1.1), handed by
+// The named stages of the capsule prediction algorithms (docs/design.md §1.1), handed by
 // the generators to the schedules. This header is the whole contract between
 // "what is computed" (generators/) and "how it is computed" (schedules/).
 #pragma once

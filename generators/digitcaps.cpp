@@ -1,4 +1,4 @@
-// Squash, dynamic routing-by-agreement and the DigitCaps layer (DESIGN.md
+// Squash, dynamic routing-by-agreement and the DigitCaps layer (docs/design.md
 // §1.2), forward and backward: algorithms only. The generators name their
 // stages (digitcaps_stages.h) and hand them to the schedule picked by the
 // `schedule` generator parameter (schedules/digitcaps_schedules.cpp).
@@ -21,7 +21,7 @@ namespace {
 using namespace Halide;
 using halcaps::require_dense;
 
-// MNIST CapsNet DigitCaps shape (DESIGN.md §1.1): the estimates every schedule
+// MNIST CapsNet DigitCaps shape (docs/design.md §1.1): the estimates every schedule
 // and autoscheduler sees.
 constexpr int kBatch = 128, kInCaps = 1152, kInDim = 8, kOutCaps = 10, kOutDim = 16;
 constexpr float kSquashEpsilon = 1e-9f;
@@ -241,7 +241,7 @@ void set_routing_rdoms(halcaps::RoutingStages &r, Expr in_caps, Expr out_caps, E
     r.re = RDom(0, out_dim, "re");
 }
 
-// u_hat(e, j, i, b) = sum_k W(k, e, j, i) u(k, i, b) (DESIGN.md §1.1), a Func
+// u_hat(e, j, i, b) = sum_k W(k, e, j, i) u(k, i, b) (docs/design.md §1.1), a Func
 // the routing reads wherever it needs u_hat: whether it is recomputed there or
 // staged is the schedule's choice.
 void define_prediction(halcaps::RoutingStages &r, Func u, Func W, Expr in_dim) {
@@ -343,7 +343,7 @@ Func prediction_W(Input &W, Expr in_dim) {
     return f;
 }
 
-// The prediction's two gradients of grad_u_hat (DESIGN.md §1.1). They read
+// The prediction's two gradients of grad_u_hat (docs/design.md §1.1). They read
 // it through indices clamped to its extents (as the prediction's gradient
 // generators read g), so that the prediction's tiled gradient schedules may
 // run tiles past its edges. With e and j only promised in range, and i not

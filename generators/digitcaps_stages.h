@@ -1,5 +1,5 @@
 // The named stages of squash, dynamic routing and the DigitCaps layer
-// (DESIGN.md §1.2), handed by the generators (generators/digitcaps.cpp) to
+// (docs/design.md §1.2), handed by the generators (generators/digitcaps.cpp) to
 // the schedules (schedules/digitcaps_schedules.cpp). Every reduction is its
 // own Func with a pure init and one update, so a schedule can place it.
 //

@@ -1,4 +1,4 @@
-// Reference implementations of the 4x4-pose capsule convolution (DESIGN.md §1.3):
+// Reference implementations of the 4x4-pose capsule convolution (docs/design.md §1.3):
 //  - float64 plain loops, forward and both gradients: the ground truth;
 //  - float32 loops compiled -O3 with OpenMP: the "gcc -fopenmp" CPU baseline.
 //

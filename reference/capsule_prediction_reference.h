@@ -1,4 +1,4 @@
-// Reference implementations of capsule prediction (DESIGN.md §1.1):
+// Reference implementations of capsule prediction (docs/design.md §1.1):
 //  - float64 plain loops: the ground truth every implementation is checked against;
 //  - float32 loops compiled -O3 with OpenMP: the "gcc -fopenmp" CPU baseline.
 // Shapes: u [B, I, K], W [I, J, E, K], u_hat and g [B, I, J, E]; all row-major.

@@ -1,4 +1,4 @@
-// Comparing a float32 result with the float64 reference (DESIGN.md §2):
+// Comparing a float32 result with the float64 reference (docs/design.md §2):
 // every element must satisfy |x - ref| <= atol + rtol * |ref| (NaN never does),
 // and the norm-wise relative error ||x - ref|| / ||ref|| is reported.
 #pragma once

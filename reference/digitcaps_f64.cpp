@@ -1,5 +1,5 @@
 // Plain float64 loops for squash, routing and the DigitCaps layer, forward
-// and backward (DESIGN.md §1.2). The backward is derived by hand (below) and
+// and backward (docs/design.md §1.2). The backward is derived by hand (below) and
 // checked against central finite differences of the forward in
 // tests/test_digitcaps_gradients.cpp.
 #include <algorithm>
@@ -261,7 +261,7 @@ std::vector<double> digitcaps_routing_c_f64(const DigitCapsShape &shape, const f
 }
 
 // The layer's backward is the routing's, then prediction's two gradients
-// (DESIGN.md §1.1) applied to grad_u_hat.
+// (docs/design.md §1.1) applied to grad_u_hat.
 DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const double *u, const double *W,
                                           const double *b0, const double *grad_v, int iterations) {
     const PredictShape p{shape.batch, shape.in_caps, shape.in_dim, shape.out_caps, shape.out_dim};

@@ -1,5 +1,5 @@
 // float64 reference for squash, dynamic routing and the DigitCaps layer
-// (DESIGN.md §1.2), forward and backward: plain loops, obviously correct,
+// (docs/design.md §1.2), forward and backward: plain loops, obviously correct,
 // the ground truth every kernel is checked against.
 //
 // Shapes, row-major (the last index moves fastest):
@@ -17,7 +17,7 @@
 
 namespace halcaps::reference {
 
-// squash's epsilon (DESIGN.md §1.2): sqrt(|s|^2 + eps) keeps s = 0 finite.
+// squash's epsilon (docs/design.md §1.2): sqrt(|s|^2 + eps) keeps s = 0 finite.
 constexpr double kSquashEpsilon = 1e-9;
 
 struct RoutingShape {

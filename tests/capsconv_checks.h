@@ -1,4 +1,4 @@
-// Helpers for the capsule convolution tests (DESIGN.md §1.3): one problem's
+// Helpers for the capsule convolution tests (docs/design.md §1.3): one problem's
 // tensors (inputs random, outputs NaN) and the checks of the kernels' results
 // against the float64 reference.
 #pragma once

@@ -36,7 +36,7 @@ inline std::string name(const DigitCapsShape &s, int iterations, bool with_b0) {
 // Routing outputs and gradients are sums of I·E products through softmax and
 // squash; float32 lands near 1e-6 relative, up to ~1e-5 after 5 iterations
 // (each sharpens the softmax, and with it the sensitivity to rounding). Elementwise tolerance relative to
-// the result's scale, plus the norm-wise error (DESIGN.md §2).
+// the result's scale, plus the norm-wise error (docs/design.md §2).
 inline double max_abs(const std::vector<double> &v) {
     double m = 0;
     for (double x : v) m = std::max(m, std::fabs(x));

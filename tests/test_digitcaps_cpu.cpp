@@ -221,7 +221,7 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
 }
 
 TEST_CASE("routing: Halide's autodiff backward agrees with the hand-derived one", "[routing]") {
-    // Two independent derivations of the same gradients (DESIGN.md §2): each
+    // Two independent derivations of the same gradients (docs/design.md §2): each
     // is also checked against the reference by check_all; here directly
     // against each other, on the same inputs, with b0 given, at odd sizes
     // and where the adjoint region once ran past out_dim (E = 16, 17).

@@ -17,7 +17,7 @@
 
 namespace halcaps::testing {
 
-// Fresh inputs on every run (DESIGN.md §2): one generator per process, seeded
+// Fresh inputs on every run (docs/design.md §2): one generator per process, seeded
 // from std::random_device; the seed is printed with every failure. To replay
 // a failure, run the same test binary with the same filter and
 // HALCAPS_TEST_SEED set to the printed seed.
@@ -85,7 +85,7 @@ inline void require_matches(const char *what, const std::vector<float> &result, 
     REQUIRE(c.relative_l2_error < 1e-5);
 }
 
-// The shapes every implementation is checked on (DESIGN.md §2, issue grid).
+// The shapes every implementation is checked on (docs/design.md §2, issue grid).
 inline std::vector<reference::PredictShape> blog_grid_shapes() {
     std::vector<reference::PredictShape> shapes;
     for (int64_t b : {4, 8})

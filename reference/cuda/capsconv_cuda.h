@@ -1,4 +1,4 @@
-// Hand-written CUDA kernels for the 4x4-pose capsule convolution (DESIGN.md
+// Hand-written CUDA kernels for the 4x4-pose capsule convolution (docs/design.md
 // §1.3), in the style of capsule_prediction_cuda.h: numbered versions, naive
 // first, one launcher per version and a switch to pick one.
 //
@@ -20,7 +20,7 @@
 //                tap). Expected to be slow: the output goes through L2 once
 //                per tap and element.
 //                H200 2026-11-21, seed / layer / stride2: 600 / 59511 / 5201 us
-//                (DESIGN.md §3: 653 us on the seed problem).
+//                (docs/design.md §3: 653 us on the seed problem).
 //   2 vaidya_i1  I1, scalar accumulation: for each of the 16 output elements
 //                (a rolled loop) one local accumulator runs over all taps and
 //                the 4 terms, then one store. No global read-modify-write, but
@@ -40,7 +40,7 @@
 //                kernel of the capsconv bench rows. Expected to be bound by
 //                the FMA issue rate and L1 traffic of the input (each input
 //                pose is read by kh*kw*co threads, from L1/L2, never staged).
-//                H200: 47.6 / 1307 / 196 us (DESIGN.md §3: an I3-style kernel
+//                H200: 47.6 / 1307 / 196 us (docs/design.md §3: an I3-style kernel
 //                took 25.6 us on the seed problem, 1283 us on the layer).
 //
 // Correctness note: the paper's I1-I3 listings store into the output inside

@@ -1,4 +1,4 @@
-// Hand-written CUDA kernels for capsule prediction (DESIGN.md §1.1), in the
+// Hand-written CUDA kernels for capsule prediction (docs/design.md §1.1), in the
 // style of llm.c's dev/cuda: numbered versions, naive first, one launcher per
 // version and a switch to pick one.
 //

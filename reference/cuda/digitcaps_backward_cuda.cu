@@ -48,7 +48,7 @@ struct SquashSlopes {
     double f, two_df;
 };
 __device__ inline SquashSlopes squash_slopes(double n2) {
-    const double eps = 1e-9;  // DESIGN.md §1.2
+    const double eps = 1e-9;  // docs/design.md §1.2
     const double root = sqrt(n2 + eps);
     return {n2 / ((1 + n2) * root), (n2 + 2 * eps - n2 * n2) / ((1 + n2) * (1 + n2) * (n2 + eps) * root)};
 }

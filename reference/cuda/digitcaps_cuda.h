@@ -1,4 +1,4 @@
-// Hand-written CUDA for dynamic routing and the DigitCaps layer (DESIGN.md
+// Hand-written CUDA for dynamic routing and the DigitCaps layer (docs/design.md
 // §1.2), in the style of capsule_prediction_cuda.h: numbered versions, naive
 // first.
 //
@@ -23,7 +23,7 @@
 //            (digitcaps_tensor_refusal).
 //
 // Backward versions (digitcaps_backward_cuda.cu), the gradients through every
-// iteration (DESIGN.md §1.2):
+// iteration (docs/design.md §1.2):
 //   1 naive  one kernel per step, one thread per output element: the forward
 //            replayed by version 1's steps keeping every iteration's c, s and
 //            v, then per iteration (last first) the squash's, the weighted

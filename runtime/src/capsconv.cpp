@@ -1,4 +1,4 @@
-// Entry points for the capsule convolution (DESIGN.md §1.3), forward and
+// Entry points for the capsule convolution (docs/design.md §1.3), forward and
 // backward: argument checks, device and implementation choice, then the
 // Halide kernels (generators/capsconv.cpp), which take stride and pad as
 // their two leading scalar arguments.

@@ -92,7 +92,7 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
 Status predict_backward(const TensorView &g, const TensorView &u, const TensorView &W, const TensorView &grad_u,
                         const TensorView &grad_W, const Options &options = {});
 
-// ---- squash, dynamic routing and the DigitCaps layer (DESIGN.md §1.2) ----
+// ---- squash, dynamic routing and the DigitCaps layer (docs/design.md §1.2) ----
 //
 //   squash(s) = (|s|^2 / (1 + |s|^2)) s / sqrt(|s|^2 + eps),  eps = 1e-9
 //
@@ -168,7 +168,7 @@ Status digitcaps_backward_with_c(const TensorView &u, const TensorView &W, const
                                  const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
                                  int iterations = 3, const Options &options = {});
 
-// ---- capsule convolution with 4x4 pose matrices (DESIGN.md §1.3) ----
+// ---- capsule convolution with 4x4 pose matrices (docs/design.md §1.3) ----
 //
 //   input  [n, H, W, ci, 4, 4], filter [kh, kw, ci, co, 4, 4], output [n, OH, OW, co, 4, 4]
 //   OH = (H + 2 pad - kh) / stride + 1, OW = (W + 2 pad - kw) / stride + 1
