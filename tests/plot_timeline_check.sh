@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/plot_timeline.py draws records in the timeline probe's CSV form, and a
+# bench/studies/plot_timeline.py draws records in the timeline probe's CSV form, and a
 # missing or empty file is one error line and exit 2. Skipped (77) where the
 # Python given has no matplotlib.
 set -u

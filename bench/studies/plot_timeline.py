@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Draw the block records of bench/digitcaps_timeline.cu (its --csv output) as
+"""Draw the block records of bench/studies/digitcaps_timeline.cu (its --csv output) as
 a timeline: one row per SM, each block a bar from its entry to its end,
 coloured by what it was doing.
 
-    python3 bench/plot_timeline.py TIMELINE_b128.csv -o timeline_b128.png
+    python3 bench/studies/plot_timeline.py TIMELINE_b128.csv -o timeline_b128.png
 
 Pass blocks take the lower half of their SM's row, squash blocks the upper
 half. A pass block's bar is grey while it waits for the kernel ahead, orange

@@ -6,8 +6,8 @@
 // A pass of `cuda_tensor` ends with every block holding the sums of its
 // batch tile (tile_rows rows of J x E floats) over its chunk of input
 // capsules. Today each block writes them to partial[chunk] and a squash
-// kernel adds the chunks. An earlier study (bench/results/
-// nvidia-h200-pass-costs/, run 1) replaced that with one float atomic a
+// kernel adds the chunks. An earlier study (docs/history.md:
+// nvidia-h200-pass-costs, run 1) replaced that with one float atomic a
 // value and found the passes 7-10 us slower each. Hopper also has
 // 16-byte atomic adds (red.global.add.v4.f32), a quarter of the L2
 // operations. This program times the three ways alone, at the grids the

@@ -16,7 +16,7 @@
 //   predict_N_R     runs_N_R computing u_hat: a thread keeps W for 4 outputs
 //                   in registers, reads its u row through L1 (shared by the 40
 //                   threads of a capsule), checked against a float64 reference.
-// Build: nvcc -std=c++17 -O3 -arch=sm_90 bench/predict_store_order.cu -o predict_store_order
+// Build: nvcc -std=c++17 -O3 -arch=sm_90 bench/studies/predict_store_order.cu -o predict_store_order
 // Run:   ./predict_store_order [batch ...]       (default 128 512)
 #include <cuda_runtime.h>
 
