@@ -69,22 +69,14 @@ void predict_cpu_tiled(const Target &target, PredictStages &s, const PredictCpuT
 // cpu: predict_cpu_tiled with tiles of 16 input capsules (16 x 5 KB of
 // transposed W, stays in L2), one natural vector per e row, W staged. Each
 // batch element's outputs for a tile are 10 KB written contiguously.
-// Measured 2026-11-21, MNIST b128, 2-core AMD EPYC (CI machine, noisy):
-// 4.7-5.1 ms, 62-72% of the memcpy bandwidth measured in the same run,
-// 4.8-6.8x faster than the naive OpenMP loops (`halcaps bench --device cpu`).
-// Tiles of 4 capsules (2.5 KB written per batch element) measured 5.5-5.8 ms
-// and 57-59%; tiles of 64, 5.1-5.4 ms.
-// The whole CPU space (tile_i, vec_mult, stage_w; results in
-// schedules/spaces/capsule_predict_cpu.space) explored 2026-11-21 on a
-// 2-core AVX-512 EPYC, where `cpu` took 7.8-8.0 ms: no point is clearly
-// faster (tile_i=32: 7.64 ms); staging W is worth 3.7x.
+// Any shape. Halide emits no streaming stores, so each line of u_hat is read
+// for ownership before it is written: about 1.9x the bytes floor moves.
+// Measured: 5.3 ms at MNIST b128 on the 2-core AMD EPYC build machine, 6.1x
+// the naive OpenMP loops.
 void predict_cpu(const Target &target, PredictStages &s) { predict_cpu_tiled(target, s, {}); }
 
 // naive: the blog's forward kernel, one thread per output element.
-// Measured 2026-11-21, NVIDIA H200, `halcaps bench` (inputs rotated past
-// L2): MNIST b128 418 us, b512 1648 us (260 and 1014 us when the same small
-// inputs stay in L2 between calls); the blog's own kernel (reference/cuda,
-// grid-stride) takes 243 us.
+// Measured: 415.5 us at MNIST b128 on an H200.
 void predict_naive(PredictStages &s) {
     one_thread_per_output(s.u_hat, s.accum);
 }
@@ -158,12 +150,8 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
 
 // tuned: predict_gpu_tiled with blocks of one warp over (e, j) for one input
 // capsule, 32 batch elements per thread, u's tile staged in shared memory:
-// the best of the 48 points of schedules/spaces/capsule_predict_cuda.space,
-// found by `halcaps explore` on an NVIDIA H200 (2026-11-21; 54.8 us there
-// against 68.4 us for `registers`, explore's protocol).
-// Measured the same day by `halcaps bench` (inputs rotated past L2): MNIST
-// b128 51.9 us (47.7% of the copy bandwidth over the bytes floor; 4.8x the
-// blog's kernel), b512 181.6 us (5.2x), wide b32 150.1 us (7.4x).
+// the best point of schedules/spaces/capsule_predict_cuda.space. Any shape.
+// Measured: 49.1 us at MNIST b128 on an H200.
 void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); }
 
 // batch_vectors: `tuned`'s thread (one (e, j) of one capsule, 32 batch
@@ -174,21 +162,8 @@ void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); 
 // over the whole (e, j) row of a capsule (5 warps share one staged u tile and
 // write 640 contiguous bytes per batch element); k in tiles of 8, unrolled,
 // with K == 8 specialised, so that a tile's W loads are issued together.
-// Predicted: MNIST b128 from tuned's 49 us toward 35-40 us (ncu showed
-// tuned's L1 93% busy, mostly with its scalar u loads). Measured 2026-11-21
-// on an NVIDIA H200 (bench/results/nvidia-h200-batch-vectors/, device time,
-// `halcaps bench --device cuda --op predict --repeats 30 --seed 151`): MNIST
-// b128 47.5 us (tuned 48.9), b512 176.4 (182.4), wide b32 107.1 (tuned
-// 148.0, tuned_k8 109.8): the fastest Halide forward on all three, by 3% at
-// MNIST (the hand-written cuda_tuned: 34.7 / 127.5 / 65.0). The prediction
-// missed: under ncu (base clocks) the L1 fell from 93% to 64% busy and the
-// kernel from 61.5 to 50.6 us, but at full clocks the time barely moved
-// (52% of the copy bandwidth); what bounds it there is not pinned down.
-// On the way (same protocol): blocks of one warp (`tuned`'s shape) with
-// vector reads only, 50.0 / 181.0 / 117.3 us (MNIST b128 62.4 before the
-// tile's region was aligned: 4 scalar loads packed into each vector); 16
-// batch elements a thread, 61.7 / 226.1 / 168.9; one warp with the k tiles,
-// 48.5 / 177.4 / 118.5; blocks of 64 threads, 55.6 / 201.9 / 119.4.
+// Any shape; the CUDA default where none of the paths below applies.
+// Measured: 47.6 us at MNIST b128, 107.4 at wide b32 on an H200.
 void predict_batch_vectors(PredictStages &s) {
     predict_gpu_tiled(s, {160, 1, 32, true, 4});
     const Expr K = s.rk.x.extent();
@@ -243,19 +218,7 @@ void u_row_in_registers(PredictStages &s, const RVar &rko) {
 // (specialised); any other shape runs the same mapping guarded, slowly
 // (wide b32: 1112.6 us, as slow as the blog's kernel), so the runtime picks
 // batch_walk by default only where the fast path applies.
-// Predicted: MNIST b128 from batch_vectors' 47.5 us to about 36 (the hand
-// kernel 34.7). Measured 2026-11-22 on an NVIDIA H200
-// (bench/results/nvidia-h200-batch-walk/final, device time, `halcaps bench
-// --device cuda --op predict --repeats 30 --seed 391`): MNIST b128 38.0 us
-// (batch_vectors 47.3, cuda_tuned 34.3; 64.5% of the copy bandwidth over the
-// bytes floor, 6.4x the blog's kernel, 2.7x cuBLAS with its permute), b512
-// 132.2 (175.6, 125.3; 71.1%, 7.1x). The first cut, whose stores were two
-// 4-byte ones (try1 there), took 40.4 / 139.3. ncu at b128: 40 registers,
-// 65% of the warps active, L1 91% busy (the hand kernel: 60%, with
-// evict-first stores that Halide cannot emit). Tried the same day (try2
-// there, seed 401): 4 e a thread with 16-byte stores, 8 x 16 threads each
-// walking 8 rows, 48.5 / 169.9 us against 39.2 / 132.7 (64 registers, 46%
-// of the warps active), dropped.
+// Measured: 39.1 us at MNIST b128 on an H200.
 //
 // batch_rows (whole_row): batch_walk with a block over the capsule's whole
 // (e, j) row, 8 * out_caps x 2 threads (80 x 2 at MNIST), each walking 64
@@ -266,19 +229,7 @@ void u_row_in_registers(PredictStages &s, const RVar &rko) {
 // mapping with the staging's wider block (most of its threads idle), so
 // the runtime picks it only where its fast path applies. For an
 // intermediate u_hat (the layer backward's) it is batch_walk.
-// Predicted: MNIST b128 from 38 us toward the hand kernel's 34-35 (batch_walk
-// is L1-bound, 91% busy under ncu, the restaging about a seventh of its L1
-// work). Measured 2026-11-22 on an NVIDIA H200 (bench/results/nvidia-h200-
-// batch-rows/run2, device time, `halcaps bench --device cuda --op predict
-// --shapes mnist_b128,mnist_b512,256:1152:8:10:16,128:1152:8:32:16 --seed
-// 823` and 824, two rounds): MNIST b128 36.5 / 36.7 us against batch_walk's
-// 38.1 / 38.0 (67.3% of the copy bandwidth over the bytes floor, cuda_tuned
-// 34.2 / 34.1); b512 132.2 / 132.0 against 131.2 / 131.4; b256 69.2 / 69.2
-// against 69.4 / 69.4; out_caps 32 at b128 96.7 / 96.6 against 108.3 /
-// 108.3. Under ncu at b128 (base clocks) 37.4 us, L1 55% busy (batch_walk
-// 41.0, 85%), DRAM 44% (40%). Tried in the same runs: 32 rows a thread
-// (80 x 4 threads) 40.2 us at b128, 16 rows (80 x 8) 56.8, the 64-row walk
-// unrolled by 2 or 4 39.6 / 39.2 (48 and 64 registers); none kept.
+// Measured: 36.6 us at MNIST b128 on an H200.
 void predict_batch_walk(PredictStages &s, bool whole_row = false) {
     const Expr K = s.rk.x.extent();
     Expr fast, row_fast = Internal::const_false();
@@ -372,7 +323,7 @@ struct PredictRunsTiling {
 // MNIST, so it writes u_hat row group by row group, close to address order.
 // batch_rows instead walks one capsule's rows, 640-byte runs 737 KB apart
 // at MNIST, which DRAM serves slowly under the plain stores Halide emits
-// (bench/results/nvidia-h200-store-order/). The price: W is read once per
+// (docs/history.md: nvidia-h200-store-order). The price: W is read once per
 // row group instead of once per capsule (mostly from L2). The block's u tile
 // (run_caps capsules x its rows x in_dim floats) is staged in shared memory
 // first; a row's values are read from it 8 at a time, as two 16-byte
@@ -384,17 +335,8 @@ struct PredictRunsTiling {
 // the (e, j) row and 16 rows a block, slowly, so the runtime picks it only
 // where the fast path applies (capsule_runs_fits in
 // runtime/src/capsule_prediction.cpp).
-// Explored on an NVIDIA H200 (bench/results/nvidia-h200-capsule-runs/, runs
-// 1-4, 11, 12, `halcaps explore run` over the space): e_vector 4 (56
-// registers) lost at every point; reading each row's u through L1 (also
-// with 2 or 4 rows unrolled, run 11: 55-266 us), staging the tile 16 rows
-// at a time (a barrier and W's loads again each step), copying it 4 floats
-// a thread, or walking 2 or 4 rows a thread unrolled together (run 11:
-// 113-125 us at b512) were slower (those knobs are gone); run_caps 2 won
-// at both sizes, with the whole grid 1152 blocks (2 row groups): 34.4 us at
-// MNIST b128 (run_rows 64), 112.4 at b512 (run_rows 256), against
-// batch_rows' 36.4 / 132.3; the tile copied by every thread (copy_all, run
-// 11) then took 34.0 / 109.4.
+// The knobs kept in the space are those that won somewhere; capsule_runs
+// below is its best point (docs/history.md: nvidia-h200-capsule-runs).
 void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     if (t.e_vector != 2 && t.e_vector != 4) {
         throw CompileError("capsule_predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
@@ -458,12 +400,8 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     // memory, copied a float a thread: by every thread of the block on the
     // fast path (copy_all), else by 32 x run_caps threads. The whole grid
     // copies its tiles at the start, before any store, so more loads in
-    // flight shorten a phase in which nothing is written: at MNIST b512
-    // copy_all took 109.4-109.6 us against 112.4-112.6 for 32 x run_caps
-    // threads (b128: 34.0-34.2 against 34.4-34.5; bench/results/nvidia-h200-
-    // capsule-runs/run12). Unrolling the copy's walk (4 or 8 floats a thread
-    // loaded before their stores, run 12) or copying 4 floats a thread (run
-    // 4) was slower: 118.4 and 120.7 us at b512.
+    // flight shorten a phase in which nothing is written (b512: 109.4 us
+    // against 112.4 with 32 x run_caps threads).
     std::vector<Var> a = s.u_in.args();  // (k, i, b)
     Var flat("u_flat"), flat_o("u_flat_o"), flat_i("u_flat_i"), tx("u_tx"), ty("u_ty");
     const Expr copy_x = t.copy_all ? select(fast, row_threads, 32) : Expr(32);
@@ -482,17 +420,10 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
 // at MNIST), the batch in 2 row groups (1152 blocks at MNIST, all resident
 // at once), 8-byte stores, the u tile copied by every thread: the best of
 // the capsule-runs space at MNIST b128 and b512 (runs 1-4, 11, 12).
-// Measured 2026-11-23 on an NVIDIA H200 (bench/results/nvidia-h200-capsule-
-// runs/run13, device time, `halcaps bench --device cuda --op predict
-// --shapes mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed 4302`): MNIST
-// b128 34.1 us (71.9% of the copy bandwidth over the bytes floor, 7.1x the
-// blog's kernel, 3.0x cuBLAS with its permute; batch_rows 36.3, the
-// hand-written cuda_staged 30.0), b512 109.4 (85.9%, 8.6x, 3.5x;
-// batch_rows 132.3, cuda_staged 100.5); b256 58.7 against batch_rows'
-// 68.8, b1024 230.7 against 257.4, in_dim 16 (128:1152:16:10:16) 63.0
-// against batch_vectors' 77.4. Slower at out_caps 32 (b128: 97.9 against
-// batch_rows' 96.7) and at wide b32 (182.2 against batch_vectors' 106.3).
-// Before copy_all (run 5): 34.1 / 112.0 us.
+// Limits: its fast path, and the runtime takes it only where it was
+// measured faster (capsule_runs_fits in runtime/src/capsule_prediction.cpp).
+// Measured: 34.2 us at MNIST b128 (72% of the copy bandwidth over the bytes
+// floor) and 109.7 at b512 (86%) on an H200.
 void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2}); }
 
 // tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
@@ -503,21 +434,8 @@ void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2
 // FMAs. K == 8 is specialised (one tile, no guards); other K run guarded
 // tiles. `tuned` instead walks k outside the batch tile: one scalar shared
 // load of u per FMA.
-// Predicted: MNIST b128 38-42 us (from tuned's 49 us toward the hand
-// kernel's 34 us, the inner loop now being the same). Measured 2026-11-21 on
-// an NVIDIA H200 (`halcaps bench --device cuda --op predict --repeats 30
-// --seed 103`, device time): MNIST b128 54.1 us (tuned 48.9), b512 193.0
-// (181.8), wide b32 (K = 16) 109.7 (148.2: 1.35x faster). The prediction
-// missed on MNIST. ncu at b128 (ncu's clocks): 61.6 us against tuned's
-// 61.3, both at 64 registers (the JIT's cap) and 50% theoretical occupancy,
-// DRAM throughput 66% against 89%; 40% of the stall cycles wait on L1TEX
-// (local or global) data (bench/results/nvidia-h200-device-timing/ncu/).
-// Not spills alone: with the cap raised (HL_CUDA_JIT_MAX_REGISTERS 128 or
-// 255) both got slower, tuned_k8 57.2 us and tuned 52.7 at b128
-// (predict_register_cap.txt there): fewer resident warps cost more.
-// 16 batch
-// elements a thread: 62.0 / 229.5 / 151.3 us; 16 with 4 capsules a block:
-// 67.9 / 252.3 / 187.1 us (same run), so both were dropped.
+// Faster than tuned at in_dim 16, slower at MNIST's in_dim 8.
+// Measured: 54.5 us at MNIST b128 on an H200 (tuned: 49.1).
 void predict_tuned_k8(PredictStages &s) {
     predict_gpu_tiled(s, {32, 1, 32, true});
     const Expr K = s.rk.x.extent();
@@ -539,32 +457,13 @@ void predict_tuned_k8(PredictStages &s) {
 
 // registers: 16 batch accumulators per thread, blocks of 32 x 4 threads,
 // nothing staged (the tuned schedule until exploration found a better one).
-// Measured 2026-11-21 on an NVIDIA H200 by `halcaps bench`: MNIST b128
-// 66.5-71.6 us (37% of the copy bandwidth; 6.2x the naive schedule, 3.6x the
-// blog's kernel, 2.9x cuBLAS with its permute); b512 238 us; wide b32 160 us.
-// ncu: about 2 instructions issued per FMA (one scalar u load and its address
-// per FMA) at 50% occupancy (64 registers); DRAM 22% busy: issue-bound.
-// Tried by hand and slower on the same runs (MNIST b128): 32-element batch
-// tiles with u staged, 4 input capsules a block (`staged`, 69 us), the same
-// with 16 (76 us), W also staged (wrong bounds at tails, dropped), 4 e per
-// thread as 16-byte vectors (x4 accumulators, 148 us: Halide scalarises the
-// guarded vector stores and the 4 W loads per k are uncoalesced), vectorised
-// shared reads of u (Halide splits them into 8-byte pieces), the k reduction
-// unrolled by 4 or 8 (guarded past K; 69-80 us, also with u staged: 69-76 us:
-// each FMA still needs its own u load; tried again later with K == 8
-// specialised, the k loop unrolled inside the batch loop and u staged k
-// innermost: the PTX keeps eight scalar ld.shared per batch element at
-// consecutive offsets, not merged into 16-byte loads, since the shared
-// buffer's 16-byte alignment is not provable; not timed, not kept). The
-// hand-written forward (reference/cuda, 37 us) keeps W rows in registers and
-// reads u as 16-byte broadcasts, which needs K known at compile time.
+// Any shape. Measured: 64.4 us at MNIST b128 on an H200.
 void predict_registers(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 16, false}); }
 
 // staged: 32-element batch tiles, u staged in shared memory, 4 input
-// capsules a block. Measured 2026-11-21, NVIDIA H200, `halcaps bench`: MNIST
-// b128 69-70 us, b512 248 us, wide b32 181 us. One capsule a block (`tuned`)
-// runs 4x more, smaller blocks: the barrier after staging stalls fewer
-// threads, and more blocks fit an SM.
+// capsules a block (tuned's single capsule a block gives more, smaller blocks,
+// whose staging barrier stalls fewer threads). Any shape.
+// Measured: 67.6 us at MNIST b128 on an H200.
 void predict_staged(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 32, true}); }
 
 // ------------------------------------------------------- gradient w.r.t. u --
@@ -585,8 +484,7 @@ void grad_input_cpu(PredictGradInputStages &s, int tile_i = 4) {
 }
 
 // naive: the blog's input-gradient kernel, one thread per output element.
-// Measured 2026-11-21, NVIDIA H200, `halcaps bench`: naive grad_u + grad_W
-// together, MNIST b128 524 us (421 us for the blog's own kernels).
+// Measured: both naive gradients 520.5 us at MNIST b128 on an H200.
 void grad_input_naive(PredictGradInputStages &s) {
     one_thread_per_output(s.grad_u, s.accum);
 }
@@ -596,8 +494,8 @@ void grad_input_naive(PredictGradInputStages &s) {
 // cpu: for each input capsule (parallel), the 160 x 8 accumulators (5 KB)
 // stay in L1 while the batch loop streams g(:, :, i, b) and u(:, i, b);
 // vectors over k.
-// Measured 2026-11-21, MNIST b128, 2-core AMD EPYC: grad_u + grad_W together
-// 23-26 ms, about 11x faster than the naive OpenMP loops.
+// Measured: both CPU gradients 38.6 ms at MNIST b128 on the 2-core AMD EPYC
+// build machine, 8.0x the naive OpenMP loops.
 void grad_weight_cpu(PredictGradWeightStages &s) {
     s.grad_W.vectorize(s.k, 8, TailStrategy::GuardWithIf).parallel(s.i);
     s.accum.compute_at(s.grad_W, s.i).vectorize(s.k, 8, TailStrategy::GuardWithIf);
@@ -615,15 +513,6 @@ void grad_weight_naive(PredictGradWeightStages &s) {
 // its 8 k (the same addresses for the whole warp: broadcasts). The batch loop
 // is unrolled by `batch_unroll` so that many loads are in flight. Past the
 // edge of K the accumulators read the clamped u and are not stored.
-//
-// Until grad_u moved to grad_input_lanes, `tuned` was this schedule with
-// grad_input_register_tiles: measured 2026-11-21 on an NVIDIA H200 by
-// `halcaps bench`, grad_u + grad_W together: MNIST b128 213 us
-// (1.3x faster than the first cut, 2.0x the blog's kernels, but 1.7x slower
-// than cuBLAS's 123 us and 3.1x slower than the hand-written fused kernel);
-// b512 724 us; wide b32 545 us. Under ncu (lower clocks) grad_W takes 68 us
-// and grad_u 189 us: grad_u is the problem (see below). Unrolling by 4
-// instead of 8 measured the same.
 // The knobs (schedules/spaces/capsule_predict_grad_weight_cuda.space; the
 // defaults are `tuned`): k_tile accumulators a thread, blocks of ej_threads
 // x i_threads.
@@ -698,31 +587,8 @@ void vectors_fast_paths(Func output, const Expr &aligned, const Expr &out_dim, c
 // multiple of 4 and g, u and grad_W 16-byte aligned
 // (declare_aligned_to_vectors). Elsewhere the same mapping runs with guards
 // and scalar loads.
-// Predicted (written before the run): from 66 us under ncu to 35-40 us.
-// Measured 2026-11-22 on an NVIDIA H200
-// (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks, MNIST
-// b128): 52.6 us (`tuned` 66.4): DRAM 40% busy, L1 83%, 32% of the warps
-// active; 128 threads a block with 4 rows unrolled: 60.5 us. The prediction
-// missed: the L1 is now the busier unit. Both `vectors` gradients together,
-// device time (run3 there, `halcaps bench --device cuda --op
-// predict_backward --repeats 30 --seed 441`): MNIST b128 106.4 us (`tuned`
-// 153.5, hand-written cuda_fused 66.0), b512 347.0 (555.1, 219.5), wide b32
-// 278.6 (518.0, 178.9). Tried before it (run1 there) and slower: `tuned`'s thread with the batch split over 8 (or 4) threads of a
-// block, whose partial sums are added through shared memory (an rfactor):
-// 113 us (169 us with 4), each thread walking only 16 rows with little in
-// flight.
-// Until 2026-11-22 the k quads were over blocks (64 threads over the fused
-// (e quad, j, i)), so each warp's g loads touched 32 rows. Predicted for the
-// k quads on adjacent lanes: 52.6 -> 35-42 us under ncu (the L1 was its bound).
-// Measured on an NVIDIA H200 against the previous binary, alternating
-// (bench/results/nvidia-h200-squash-groups/run5, seeds 802 and 803): ncu
-// 46.6-47.2 us against 52.5-53.3, the L1 55% busy (83%), DRAM 45% (40%);
-// both gradients in device time 101.0 / 100.3 us at MNIST b128 against
-// 106.4 / 106.7, 332.8 / 332.0 at b512 against 345.8 / 345.8, 247.8 / 247.9
-// at wide b32 against 278.0 / 277.5; the layer backward with s 496.0 /
-// 496.4 against 505.3 / 504.6 (rows_vectors uses this kernel).
-// The prediction missed again: with the L1 freed, each thread's one 16-byte
-// g load in flight a row bounds it.
+// Measured: both `vectors` gradients 96.4 us at MNIST b128 on an H200
+// (tuned: 155.0).
 void grad_weight_quads(PredictGradWeightStages &s) {
     constexpr int vector = 4, q_threads = 32, batch_unroll = 2;
     const Expr K = s.grad_W.output_buffer().dim(0).extent();
@@ -774,19 +640,8 @@ void grad_weight_quads(PredictGradWeightStages &s) {
 // g(e, j, i, b) from its own row and W(k, e, j, i) for its 8 k (the same
 // addresses for every lane of a warp, which share i: broadcasts).
 // Its weakness: the lanes of a warp read 32 different g rows, so each g load
-// touches 32 sectors (32 L1 wavefronts per instruction). Staging the rows
-// through shared memory first (stored batch-innermost, padded to 33 to avoid
-// bank conflicts) measured slower (325-337 us for both gradients at MNIST
-// b128) and needs more than 48 KB of shared memory at J*E = 512. The
-// hand-written kernels instead reduce over (e, j) across lanes. In Halide
-// that is an rfactor of the (e, j) reduction into 32 lane partial sums kept
-// in registers, W's slice and the partials staged in shared memory, and a
-// final sum over lanes; tried 2026-11-21, it generates one kernel of the
-// right shape, but bounds inference over the fused and split (e, j) RVars
-// makes the staged W region grow with the batch tile (an 8-k bound traps,
-// without it the shared allocation exceeds the launch limit). Next to try:
-// an explicit lane index in the algorithm, or a wrapper that states the
-// staged region.
+// touches 32 sectors (32 L1 wavefronts per instruction); the hand-written
+// kernels reduce over (e, j) across lanes instead.
 // The knobs (schedules/spaces/capsule_predict_grad_input_cuda.space; the
 // defaults are the former `tuned`): k_tile accumulators a thread, blocks of b_threads x
 // i_threads.
@@ -827,30 +682,9 @@ void grad_input_register_tiles(PredictGradInputStages &s, const GradInputGpuTili
 // shared memory (lane index padded to 33: no bank conflicts either way) and
 // each output grad_u(k, i, b) is the sum of its 32 lane partials, one thread
 // per output. `i_threads` warps (input capsules) share a block.
-//
-// tuned (grad_input_lanes(4, 4) with grad_weight_register_tiles): measured
-// 2026-11-21 on an NVIDIA H200 by `halcaps bench --op predict_backward`
-// (seed 22, inputs rotated past L2), grad_u + grad_W together: MNIST b128
-// 157 us (the per-row schedule it replaces: 213 us; cuBLAS 123 us; the
-// hand-written fused kernel 69 us), b512 559 us (724), wide b32 524 us (548).
-// ncu at b128: grad_u alone 111 us, L1 95% busy, 64 registers with 2.1 M
-// local-memory spill requests: Halide's CUDA runtime JIT-compiles the PTX
-// with at most 64 registers a thread unless HL_CUDA_JIT_MAX_REGISTERS says
-// otherwise; with 255 this schedule measured 146-147 us (but the forward
-// `tuned` got slower, 55.5 against 51.5 us, so the cap is left alone).
-// Tried the same day and slower: 8 batch rows a warp, 2 warps a block
-// (229 us; 157 us with 255 registers), and W's slices staged in shared
-// memory with (e, j) innermost (231 us, and wrong at wide b32, where the
-// staged slice exceeds 48 KB of shared memory).
-// Tried later (2026-11-21, H200, device time, `halcaps bench --op
-// predict_backward --seed 111`, bench/results/nvidia-h200-device-timing/
-// predict_backward_rows.txt): a thread per (b, i) with k in tiles of 8, W's
-// slice for the block's capsule staged in shared memory and read as 16-byte
-// rows, g read a scalar at a time from each thread's own row. Expected about
-// 30-40 us for grad_u (8 FMAs a g load, no spills); with tuned's grad_W both
-// gradients took 214.5 us at MNIST b128 against tuned's 153.1 (b512 699.6 vs
-// 554.3, wide b32 780.6 vs 517.7): every g load of a warp touches 32 rows,
-// far apart. Not kept.
+// tuned: grad_input_lanes(4, 4) with grad_weight_register_tiles. Any shape;
+// it spills at Halide's 64-register cap.
+// Measured: both `tuned` gradients 155.0 us at MNIST b128 on an H200.
 void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) {
     RVar rej("rej"), ro("ro"), rl("rl");
     Var lane("lane");
@@ -908,28 +742,13 @@ void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) 
 // shared memory once, k innermost; blocks of 64 batch rows of one capsule.
 // The lanes of a warp read 32 different g rows, but each load takes 16 bytes
 // of a row, and the next load of the same lane the next 16 (in the same
-// 32-byte sector, which the L1 still holds). The row-per-thread schedule tried
-// on 2026-11-21 (comment above grad_input_lanes) read g 4 bytes at a time:
-// 4 times the L1 requests. `tuned` (grad_input_lanes) reads W again for
-// every 4 batch rows and spills at 64 registers (L1 95% busy).
+// 32-byte sector, which the L1 still holds). `tuned` (grad_input_lanes)
+// reads W again for every 4 batch rows and spills at 64 registers.
 // Fast path (specialised): out_dim 16, in_dim 8 or 16, every stride a
 // multiple of 4 and g and grad_u 16-byte aligned (declared, as for
 // grad_weight_quads). Elsewhere the same mapping with guards, scalar loads.
-// Predicted (written before the run): grad_u from 111 us under ncu to about
-// 40 us (L1-bound, 32 sectors a g load). Measured 2026-11-22 on an NVIDIA
-// H200 (bench/results/nvidia-h200-gradient-tries/run2, ncu at base clocks,
-// MNIST b128): 64-66 us (`tuned` 111), L1 86% busy, DRAM 33% (both
-// gradients in device time: grad_weight_quads' comment). Blocks of 32
-// rows with 2 e quads unrolled: 67-68 us. The prediction missed by 1.6x: the
-// L1 is still the busy unit. Tried before it (run1 there) and slower:
-// `tuned` with W's slices staged in shared memory once a block and read as
-// vectors, the block walking 4 (or 2) tiles of 4 batch rows: 173 us (213).
-// Tried after it (run6 there): the block's g rows staged in shared memory
-// batch innermost (copied along (e, j), coalesced; the batch extent padded
-// to 33 or 65 so that both the copy and the reads are conflict-free), each
-// thread then reading its own column: 110 us (32 rows a block) and 115 us
-// (64), 11% of the warps active (the tile takes 21-42 KB of shared memory),
-// and past 48 KB at wide b32 (the launch fails). Dropped.
+// Measured: both `vectors` gradients 96.4 us at MNIST b128 on an H200
+// (their grad_W: grad_weight_quads).
 void grad_input_row_vectors(PredictGradInputStages &s) {
     constexpr int vector = 4, batch_tile = 64, k_tile = 8;
     const Expr E = s.r_ej.x.extent();
