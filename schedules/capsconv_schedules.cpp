@@ -69,9 +69,11 @@ void pose_block_cpu(Func out, Func accum, const RDom &r) {
         .unroll(r.x);
 }
 
-// simple (built for the forward only; timings under capsconv_cpu): what an
-// eager framework's loop would do: one output pose at a time, its 16 floats a
-// vector, the reduction straight from memory, rows in parallel.
+// simple (built for the forward only): what an eager framework's loop would
+// do: one output pose at a time, its 16 floats a vector, the reduction
+// straight from memory, rows in parallel.
+// Measured: 3.9 / 173.4 / 8.9 ms (seed / layer / stride2) on the 2-core AMD
+// EPYC build machine.
 void pose_simple(Func out, Func accum) {
     std::vector<Var> d = out.args();
     Var ce("ce");
@@ -98,28 +100,9 @@ void stage_rows_transposed(Func out, Func padded) {
 
 // cpu: pose_block_cpu over output rows (n, y) in parallel, x blocks of 4,
 // the input rows staged per output row (stage_rows_transposed).
-// Measured 2026-11-21 on the 2-core AMD EPYC build machine (AVX-512 kernels),
-// `halcaps capsconv --schedule all --backward --repeats 20` and
-// `halcaps capsconv -n 8 -H 32 -W 32 --in-caps 32 --out-caps 32 -k 3
-// --schedule all --backward --repeats 5` (median / min, µs; the machine is
-// shared with other builds: under load every row, the naive loops included,
-// measured up to 2x slower, the ratios about the same):
-//   seed problem (n=1, 128x128, ci=3, co=1, 5x5, stride 1, pad 0; 0.148 GFLOP)
-//     cpu           878 /    793   168 GFLOP/s   24.8x the naive loops
-//     simple       2840 /   2602    52 GFLOP/s    7.7x
-//     naive OpenMP 21778 / 18299     6.8 GFLOP/s
-//   n=8, 32x32, ci=co=32, 3x3, stride 1, pad 0 (8.49 GFLOP)
-//     cpu          39802 /  39526  213 GFLOP/s   27.8x
-//     simple      135997 / 134368   63 GFLOP/s    8.1x
-//     naive OpenMP 1107664 / 1066510  7.7 GFLOP/s
-//   the same with pad 1 (32x32 out, 9.66 GFLOP): cpu 42888, naive 1139667 (26.6x).
-// Steps, each measured the same way on the n=8 layer (under load): unstaged,
-// the padding tested per term and the input poses loaded as 4 scalars each,
-// 210 ms; input rows staged, 150 ms; staged transposed, 78 ms.
-// Both gradients together (capsconv_backward, schedules cpu below): 2196 µs
-// (seed) and 178846 µs (n=8 layer), of which grad_filter is about 70% on the
-// layer (its sum over every pixel runs per (co, 4 ci) block; blocking co as
-// well is the next step).
+// Any shape; the CPU default when co is not a multiple of 4.
+// Measured: 1.3 / 63.9 / 2.7 ms (seed / layer / stride2) on the 2-core AMD
+// EPYC build machine, 17-21x the naive OpenMP loops.
 void capsconv_cpu(CapsConvStages &s) {
     pose_block_cpu(s.O, s.accum, s.r);
     stage_rows_transposed(s.O, s.I_pad);
@@ -133,15 +116,9 @@ void capsconv_cpu(CapsConvStages &s) {
 // type the block still computes a whole tile from the clamped filter and
 // discards it, so with co = 1 (the seed problem) it does 4x the work: meant
 // for layers with co a multiple of 4 (the runtime's CPU default then).
-// Measured 2026-11-21 on the 2-core AMD EPYC build machine, n=8, 32x32,
-// ci=co=32, 3x3, pad 1 (9.66 GFLOP), `halcaps capsconv ... --schedule all`,
-// the machine loaded by other builds (load average 9): cpu_co4 76.1 ms
-// (127 GFLOP/s), cpu 136.0 ms (71 GFLOP/s), simple 492 ms; 1.79x. Idle,
-// `halcaps bench --device cpu --op capsconv --repeats 5` (the same day):
-// cpu_co4 25.8 ms, 374 GFLOP/s, 78.5% of the fp32 FMA peak measured in the
-// same run (476 GFLOP/s); cpu 45.8 ms; stride2 shape 64.5% (cpu 35%); the
-// seed problem (co = 1) 1.8 ms against cpu's 1.1 ms
-// (bench/results/cpu-amd-epyc-2core-capsconv/).
+// Measured: 2.8 / 34.8 / 1.5 ms (seed / layer / stride2) on the 2-core AMD
+// EPYC build machine; on the idle machine the layer reached 78.5% of the FMA
+// peak measured in the same run.
 void capsconv_cpu_co4(CapsConvStages &s) {
     std::vector<Var> d = s.O.args();  // (j, i, co, x, y, n)
     Var p0 = d[0], p1 = d[1], co = d[2], x = d[3], y = d[4], n = d[5];
@@ -187,11 +164,10 @@ void capsconv_cpu_co4(CapsConvStages &s) {
 // to shared memory, then every thread runs the chunk's taps from there.
 // Halide puts the barriers around each copy.
 //
-// GPU times below: measured 2026-11-21 on an NVIDIA H200 by `halcaps bench
-// --device cuda --op capsconv --repeats 30 --seed 41` (seed / layer with pad
-// 1 / stride2 shapes; bench/results/nvidia-h200-session3/). In the same run:
-// our I3 kernel 47.6 / 1307 / 196 us, cuDNN with its permutes 134 / 330 /
-// 121 us (bare convolution 79 / 270 / 95 us).
+// GPU times below: device time on an H200 for the seed / layer (n=8, 32x32,
+// ci=co=32, 3x3, pad 1) / stride2 shapes. In the same run Vaidya's I3 kernel
+// (cuda_vaidya_i3) took 46.3 / 1298.8 / 194.7 us and cuDNN with its permutes
+// 82.0 / 283.0 / 80.4.
 
 struct PoseConvGpuTiling {
     int x_threads;      // output pixels along x, one thread each
@@ -211,11 +187,6 @@ struct PoseConvGpuTiling {
     // (neighbouring lanes keep neighbouring pixels), in registers: each
     // filter pose row loaded from shared memory feeds this many pixels.
     int x_pixels = 1;
-    // Tried and dropped the same day: copies of the reduction for 3- and
-    // 5-wide filters with the dx taps unrolled (specialize + unroll). On the
-    // seed problem the one launch that ran took 38 us against 28 us rolled
-    // (4 x 4 pixel blocks), and the larger blocks failed to launch
-    // (CUDA_ERROR_INVALID_VALUE).
 };
 
 // `f`, computed at a loop of the block `accum` runs in, copied to shared
@@ -304,7 +275,7 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
     // that each thread touches only its own accumulators and keeps the
     // block's whole tile per thread (local memory, 1024 floats at 8 x 2
     // pixels); its 16-byte accesses there faulted with
-    // CUDA_ERROR_MISALIGNED_ADDRESS on an H200 (explore, 2026-11-21).
+    // CUDA_ERROR_MISALIGNED_ADDRESS on an H200.
     if (t.vector_rows && t.caps_tile > 2) {
         throw CompileError("pose_conv_gpu: vector_rows takes at most 2 output capsule types a thread (caps_tile)");
     }
@@ -414,7 +385,7 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
 // one co), its whole 4x4 output pose in 16 registers, the filter poses of one
 // input capsule type at a time staged in shared memory (all taps), the input
 // read straight from global memory (through L1). Blocks of 32 x 4 pixels.
-// H200: 70.0 / 4750 / 281 us.
+// Any shape. Measured: 65.2 / 4751.5 / 278.0 us on an H200.
 void capsconv_vaidya(CapsConvStages &s) {
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 4, false, 1, 1, false}, s.stride);
 }
@@ -425,12 +396,9 @@ void capsconv_vaidya(CapsConvStages &s) {
 // rows; filter poses of 4 input types a step staged in shared memory, the
 // input read through L1 (staging it too, with its halo, needs more than the
 // default 48 KB of shared memory at stride 3 for 32 x 2 tiles: tuned_pose
-// stages it on square tiles). H200: 34.6 / 1489 / 203 us: the seed
-// problem 1.38x faster than our I3 kernel (the goal was 2x) and 3.9x cuDNN.
-// Tried the same day for more parallelism on the seed problem and slower
-// there: one thread per pose element (16 a pixel, 246016 threads, blocks of
-// 16 x 8 x 4): 47.0 / 2298 / 176 us; each FMA then needs its own loads of
-// the input and filter elements, where a pose-row thread reuses each for 4.
+// stages it on square tiles). Any shape; the CUDA default's fallback where
+// staged_rows refuses the shape.
+// Measured: 29.3 / 1484.1 / 201.5 us on an H200.
 void capsconv_tuned(CapsConvStages &s) {
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {32, 2, true, 1, 4, false}, s.stride);
 }
@@ -440,9 +408,9 @@ void capsconv_tuned(CapsConvStages &s) {
 // many co (n=8, 32x32, ci=co=32); at co=1 three quarters of its work is
 // thrown away. Blocks of 16 x 4 pixels x 4 rows, filter poses of 2 input
 // types a step (shared: 2 x 64 x kh x kw floats, 12.8 KB at 5x5).
-// H200: 57.4 / 699 / 180 us (13.8 TFLOP/s on the layer: 1.9x our I3, but
-// 2.1x slower than cuDNN with its permutes); the runtime's CUDA default when
-// co is a multiple of 4.
+// The CUDA default's fallback where staged_rows refuses the shape and co is
+// a multiple of 4.
+// Measured: 52.3 / 693.3 / 177.9 us on an H200.
 void capsconv_tuned_co4(CapsConvStages &s) {
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 4, true, 4, 2, false}, s.stride);
 }
@@ -455,7 +423,7 @@ void capsconv_tuned_co4(CapsConvStages &s) {
 // filters (44.9 KB); larger strides or filters fail with cuda_error.
 // (2 co per thread, 32 registers, put the accumulators in local memory:
 // Halide then keeps the block's whole tile per thread; checked in the PTX.)
-// H200: 89.0 / 2665 / 1300 us.
+// Measured: 78.6 / 1850.6 / 1258.5 us on an H200.
 void capsconv_tuned_pose(CapsConvStages &s) {
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {8, 8, false, 1, 1, true}, s.stride);
 }
@@ -466,15 +434,9 @@ void capsconv_tuned_pose(CapsConvStages &s) {
 // and in tuned each of a thread's 75 taps waits for its input load before
 // the next is issued; unrolled, the loads of a filter row's taps can be in
 // flight together. Other filter sizes run tuned's loop unchanged.
-// Predicted: seed 34.8 -> about 25 us; layer and stride2 about as tuned.
-// Measured on an H200 (`halcaps bench --device cuda --op capsconv
-// --implementations cuda_vaidya_i3,tuned,tuned_unrolled,... --repeats 30
-// --seed 41`, 2026-11-21, bench/results/nvidia-h200-winograd/unrolled.txt):
-// 63.9 / 2854 / 641 us against tuned's 39.3 / 1494 / 209 in the same run:
-// slower everywhere, even on stride2, whose 3x3 filter takes the unrolled
-// copy too. Not profiled; the likely cause is the 64-register cap of
-// Halide's CUDA JIT once a whole filter row's loads are in flight. Kept as a
-// measured point.
+// Slower than tuned everywhere, likely the 64-register cap of Halide's CUDA
+// JIT once a whole filter row's loads are in flight; kept as a measured point.
+// Measured: 54.0 / 2873.9 / 617.5 us on an H200.
 void capsconv_tuned_unrolled(CapsConvStages &s) {
     capsconv_tuned(s);
     Expr kw = s.r.z.extent(), kh = s.r.w.extent();
@@ -483,16 +445,10 @@ void capsconv_tuned_unrolled(CapsConvStages &s) {
 
 // tuned_vec: tuned with vector_rows (see PoseConvGpuTiling): 16-byte loads
 // of the input pose row (through L1) and of the filter rows (shared), one
-// 16-byte store a pose row. Predicted: the seed problem about 2x faster than
-// tuned, on the guess that tuned's 4 scalar input loads a step (each
-// touching 8 pixels' sectors) kept L1 busy. Measured on an H200
-// (`halcaps bench --device cuda --op capsconv --repeats 30 --seed 41`,
-// 2026-11-21, bench/results/nvidia-h200-staged-rows/capsconv_first_run.txt):
-// 37.3 / 903 / 332 us against tuned's 37.9 / 1500 / 210. The guess was wrong: under ncu
-// (ncu_seed_tuned_vec.txt) both kernels take 33 us with L1 36% and DRAM 2%
-// busy: each step waits for its input row, whose warp reads a new pixel
-// column at every tap (an L1 miss, 85% hit rate), with only 15 warps an SM
-// to hide it. Staging the input (staged_rows) is what removes the wait.
+// 16-byte store a pose row. Each step still waits for its input row, whose
+// warp reads a new pixel column at every tap (an L1 miss); staging the input
+// (staged_rows) removes the wait.
+// Measured: 28.0 / 888.7 / 322.5 us on an H200.
 void capsconv_tuned_vec(CapsConvStages &s) {
     PoseConvGpuTiling t{32, 2, true, 1, 4, false};
     t.vector_rows = true;
@@ -504,24 +460,12 @@ void capsconv_tuned_vec(CapsConvStages &s) {
 // capsule types a step (the seed problem's 3 in one step), so the sum's 75
 // steps read only shared memory. Shapes whose staged tiles pass 48 KB
 // (stride 3 with 5x5 filters, stride 2 with 5x5) get unsupported_shape; the
-// runtime's default then takes tuned or tuned_co4. Measured on an H200 in
-// the run above: seed 25.9 us (our I3 kernel 51.9: 2.00x; tuned 37.9),
-// layer 695 (tuned_co4 713; winograd4x4_staged 216), stride2 114.1 (cuDNN
-// 140.2 with its permutes, 100.9 bare; tuned_co4 185.3): the CUDA default
-// outside the Winograd form. Over seven runs the seed ratio to I3 was
-// 1.85-2.04x (final run, capsconv.txt: 28.3 against 52.3 us). Under ncu the seed kernel takes 19.4 us at
-// ncu's 1.47 GHz clock with 3.7 warps a scheduler issuing every other
-// cycle, stalled mostly on shared-memory loads; every CUDA call in the
-// bench costs about 11 us even on a 2x2 image (I3 10.9, this 12.4), so the
-// seed row is about half call overhead. Explored around it
-// (schedules/spaces/capsconv_cuda_rows.space): 4-16 x 2-8 pixel blocks and
-// chunks of 2 and 4 lie within 10% of it, and 2 or 4 pixels a thread
-// (x_pixels) are slower (27.0 us at 2, same run), as the thread count halves.
-// Device time (the bench's protocol since, launch path hidden), H200,
-// `halcaps bench --device cuda --repeats 30 --seed 81`: seed 16.8 us (I3
-// 46.1: 2.74x; 2.60-2.79x over four runs), layer 668.2, stride2 104.2
-// (im2col + cuBLAS 34.9 there: the direct form lacks parallelism at 392
-// output pixels). bench/results/nvidia-h200-device-timing/.
+// runtime's default then takes tuned or tuned_co4. The CUDA default outside
+// the Winograd form. At the seed problem a call is about half launch and
+// latency; at stride2 (392 output pixels) the direct form lacks parallelism
+// and im2col + cuBLAS wins (35.7 us).
+// Measured: 17.0 / 667.9 / 104.5 us on an H200, 2.7x Vaidya's I3 kernel on
+// the seed problem.
 void capsconv_staged_rows(CapsConvStages &s) {
     PoseConvGpuTiling t{8, 4, true, 1, 4, true};
     t.vector_rows = true;
@@ -538,13 +482,11 @@ void capsconv_staged_rows(CapsConvStages &s) {
 // along x x 4 pose rows x 8 filter rows (up to kh = 8 in one step; larger
 // filters take several); the filter is read through L1 (each warp reads one
 // address: a broadcast).
-// H200 (`halcaps bench --device cuda --shapes mnist_b128 --repeats 30`, 2026-11-21,
-// bench/results/nvidia-h200-barham-isard/): 41.2 / 2159 / 425 us against
-// tuned's 34.8 on the seed problem (predicted: well under it) and
-// tuned_co4's 697 / 181 on the others: slower everywhere. At kh = 5 three of
-// the block's 8 filter-row threads idle, every block waits at the barrier
-// before the partial rows are added, and the 32 x 1 pixel tiles re-read each
-// input row for every filter row that touches it. Kept as a measured point.
+// At kh = 5 three of the block's 8 filter-row threads idle, every block
+// waits at the barrier before the partial rows are added, and the 32 x 1
+// pixel tiles re-read each input row for every filter row that touches it:
+// slower than tuned everywhere, kept as a measured point.
+// Measured: 36.0 / 2159.4 / 423.7 us on an H200.
 void capsconv_tuned_split(CapsConvStages &s) {
     constexpr int kXThreads = 32, kRowThreads = 8;
     std::vector<Var> d = s.O.args();
@@ -593,8 +535,9 @@ void capsconv_tuned_split(CapsConvStages &s) {
 // element; a thread owns one whole 4x4 filter pose, 16 registers, and walks
 // its chunk's pixels and images), a second adds the partials. The seed
 // problem has only 75 filter poses (ci=3, 5x5, co=1): without the split
-// that is 75 threads. H200 (`halcaps capsconv --device cuda --backward`),
-// grad_input + grad_filter: seed 506 us, n=8 layer with pad 1 11605 us.
+// that is 75 threads.
+// Measured (tuned, both gradients): 508 us on the seed problem and 11612 on
+// the layer on an H200.
 //
 // With threads_along_caps (tuned_caps): a warp's threads run
 // along the capsule types (8 ci x 4 co a block) rather than along the row
@@ -602,12 +545,9 @@ void capsconv_tuned_split(CapsConvStages &s) {
 // rows of g and of the input at every step (32 sectors a load); here a
 // warp's loads of the input are 8 neighbouring poses (the same for the 4 co
 // lanes) and of g 4. The row chunks and taps are block indices.
-// Predicted: several times faster than tuned's grad_filter on the layer.
-// Measured on an H200, both gradients together (`halcaps capsconv --device
-// cuda --schedule all --backward --repeats 20 --seed 41` on each shape,
-// 2026-11-21, bench/results/nvidia-h200-winograd/backward/): layer 2521 us
-// against tuned's 11612 (4.6x), seed 152 against 508 (3.3x), stride2 722
-// against 1185 (1.6x); the CUDA default for capsconv_backward.
+// The CUDA default for capsconv_backward.
+// Measured: both gradients 152 / 2521 / 722 us (seed / layer / stride2) on an
+// H200 (tuned: 508 / 11612 / 1185).
 void grad_filter_gpu(CapsConvGradFilterStages &s, bool threads_along_caps) {
     RVar ryo("ryo"), ryi("ryi");
     Var u("u");
@@ -712,8 +652,8 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
 // cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,
 // the rows of grad_output they read staged transposed (stage_rows_transposed);
 // every tap that does not divide by the stride multiplies a zero.
-// Measured alone (a direct call, median of 7, same machine, under load):
-// seed 1964 µs (3909 before the stride-1 specialisation), n=8 layer 91 ms.
+// Measured alone (a direct call, median of 7, on the loaded 2-core build
+// machine): seed 1964 us, n=8 layer 91 ms.
 void schedule_capsconv_grad_input(const std::string &name, const Target &target, CapsConvGradInputStages &s) {
     check_schedule("capsconv_grad_input", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") {
@@ -735,8 +675,7 @@ void schedule_capsconv_grad_input(const std::string &name, const Target &target,
 
 // cpu: the filter's (dx, dy) taps in parallel, blocks of 4 ci in registers,
 // the sum over every output pixel (i, x, y, n) innermost.
-// Measured alone (as grad_input, under load): seed 2267 µs, n=8 layer 232 ms
-// (256 ms before the padded copy of the input).
+// Measured alone (as grad_input, under load): seed 2267 us, n=8 layer 232 ms.
 void schedule_capsconv_grad_filter(const std::string &name, const Target &target, CapsConvGradFilterStages &s) {
     check_schedule("capsconv_grad_filter", name, target, kCpuSchedules, kGpuGradientSchedules);
     if (name == "cpu") {
