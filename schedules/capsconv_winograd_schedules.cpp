@@ -35,13 +35,11 @@ void bound_points(Func f, int alpha) {
 // a pose (or of a (j, i) pair) one vector. The product keeps 4 tiles x 4
 // output capsule types of (j, i) vectors in registers (16 vectors), as the
 // direct `cpu_co4` does, walking the pose index and the input capsule types.
-// Measured 2026-11-21 on the 2-core AMD EPYC build machine (loaded by a
-// build: load average 2.5), layer-sized problem with pad 1, `halcaps
-// capsconv -n 8 -H 32 -W 32 --in-caps 32 --out-caps 32 -k 3 --pad 1
-// --schedule <name> --no-baseline --repeats 5`: F(4x4) 34.5 ms, F(2x2)
-// 57.7 ms, against 26.1 ms for the direct cpu_co4 in the same session:
-// slower, so not the CPU default. (Not tuned further: the product here has
-// no blocking over the input capsule types for the caches.)
+// Not the CPU default: the product has no cache blocking over the input
+// capsule types.
+// Measured: F(4x4) 34.5 ms and F(2x2) 57.7 ms on the layer problem (pad 1)
+// on the loaded 2-core AMD EPYC build machine, against 26.1 for the direct
+// cpu_co4 in the same session.
 void winograd_cpu(CapsConvWinogradStages &s) {
     const int alpha = s.alpha;
     Var wxy("wxy"), txo("txo"), txi("txi"), coo("coo"), coi("coi"), rows("rows");
@@ -244,36 +242,17 @@ void winograd_gpu(CapsConvWinogradStages &s, const WinogradGpuTiling &t) {
 void schedule_capsconv_winograd(const std::string &name, const Target &target, CapsConvWinogradStages &s) {
     check_schedule("capsconv_winograd", name, target, kCpuSchedules, kGpuSchedules);
     if (name == "cpu") winograd_cpu(s);
-    // Measured 2026-11-21 on an NVIDIA H200, layer-sized problem (n=8,
-    // 32x32, ci=co=32, 3x3, pad 1; 9.66 GFLOP as a direct sum), `halcaps
-    // bench --device cuda --op capsconv --capsconv-shapes layer --repeats 30
-    // --seed 41` (bench/results/nvidia-h200-winograd/); in the same run
-    // cuDNN with its permutes 323.5 us, the bare cuDNN convolution 265.5 us,
-    // im2col + cuBLAS 405.9 us, the direct tuned_co4 697.7 us.
+    // Measured on an H200 on the layer problem (n=8, 32x32, ci=co=32, 3x3,
+    // pad 1), device time; in the same run cuDNN took 283.0 us with its permutes
+    // and 236.1 bare.
     //
     // staged: 2 output capsule types a thread (32 accumulators), 8 x 4 tiles
-    // x 4 co groups a block. F(4x4): 207.4 us (46.6 effective TFLOP/s, 1.28x
-    // faster than the bare cuDNN convolution); F(2x2): 311.7 us. Under ncu,
-    // F(4x4): filter_t 3.7, input_rows 13.6, input_t 18.9, product 172.6
-    // (2.4 GFLOP: 14 TFLOP/s, 67% of peak memory throughput), O 15.6 us.
-    // Predicted before measuring: about 150 us for F(4x4), 260 us for F(2x2).
-    // Earlier forms, same shape: one co group a block and 8 x 8 tiles, the
-    // input transform in one kernel: 428.2 / 326.0 us (F(4x4) input_t alone
-    // 227 us: a thread held all alpha^2 points of 4 pose columns and spilled).
-    // Device time (the bench's protocol since, launch path hidden), H200,
-    // `halcaps bench --device cuda --repeats 30 --seed 81`: F(4x4) 205.8 us
-    // (46.97 effective TFLOP/s) against cuDNN 283.8 with its permutes and
-    // 237.4 bare (bench/results/nvidia-h200-device-timing/).
+    // x 4 co groups a block; the CUDA default for 3x3 filters at stride 1.
+    // Measured: winograd4x4_staged 206.7 us, winograd2x2_staged 314.0.
     if (name == "staged") winograd_gpu(s, {2, 4, 8, 4});
-    // staged_co4: 4 output capsule types a thread (64 accumulators): spills
-    // under the 64-register cap. F(4x4) 1018.7 us, F(2x2) 1654.3 us. (With
-    // 2 tiles a thread as well, 128 accumulators, in the earlier form: 2418
-    // and 5456 us.) Kept as the measured counterpoint. With the cap raised
-    // for the whole process (HL_CUDA_JIT_MAX_REGISTERS=255, same bench
-    // command, bench/results/nvidia-h200-winograd/registers.txt) it no longer
-    // spills: F(4x4) 195.7 us against staged's 202.0 (and 1113.5 against
-    // 215.6 at the default 64 in that run); F(2x2) 321.2 against 321.1. A
-    // 3% gain for F(4x4), not worth raising the cap for every kernel.
+    // staged_co4: 4 output capsule types a thread (64 accumulators): it spills
+    // under the 64-register cap; kept as the measured counterpoint.
+    // Measured: winograd4x4_staged_co4 1049.7 us, winograd2x2_staged_co4 1678.2.
     if (name == "staged_co4") winograd_gpu(s, {4, 2, 8, 4});
 }
 
