@@ -23,8 +23,8 @@ halcaps_add_kernel(capsule_predict              batch_rows cuda)
 # it was measured faster (capsule_runs_fits, runtime/src/capsule_prediction.cpp).
 halcaps_add_kernel(capsule_predict              capsule_runs cuda)
 # The best point of `halcaps explore` over schedules/spaces/capsule_predict_cpu.space,
-# pasted from its best.txt (2026-11-21, MNIST b128, 2-core AMD EPYC with
-# AVX-512: 7.64 ms against 7.99 ms for tile_i=16, i.e. `cpu`, within noise).
+# pasted from its best.txt (MNIST b128, 2-core AMD EPYC with AVX-512: 7.64 ms
+# against 7.99 ms for tile_i=16, i.e. `cpu`, within noise).
 # Kept as a kernel so that the tests cover a schedule named by a space point.
 halcaps_add_kernel(capsule_predict  "space:tile_i=32,vec_mult=1,stage_w=1"  cpu)
 halcaps_add_kernel(capsule_predict_grad_input   cpu       cpu)
@@ -71,21 +71,20 @@ foreach (n IN ITEMS 1 3 5)
 endforeach ()
 halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATIONS 3)
 # fused_split: CapsNet's in_dim 8 and out_dim 16 only (the runtime refuses other
-# shapes and the default then runs fused); 1.8x faster than fused on an H100
-# (bench/results/nvidia-h100-fused-split/).
+# shapes and the default then runs fused); 1.9x faster than fused on an H200.
 halcaps_add_kernel(digitcaps_fused              fused_split       cuda ITERATIONS 3)
 # fused_split_vectors: fused_split's logits kernels, partial-sum kernels with
-# a thread per (e, j) and 32 batch accumulators; 1.6x faster than fused_split
-# on an H200 (bench/results/nvidia-h200-fused-split-vectors/).
+# a thread per (e, j) and 32 batch accumulators; 1.7x faster than fused_split
+# on an H200.
 halcaps_add_kernel(digitcaps_fused              fused_split_vectors cuda ITERATIONS 3)
 # fused_split_all_vectors: fused_split_vectors with logits kernels of batch
 # vectors too (a thread per (j, 4 batch elements) walking e); the CUDA default
-# where it applies (in_dim 8, out_dim 16, out_caps up to 24), 1.4x faster than
-# fused_split_vectors on an H200 (bench/results/nvidia-h200-all-vectors/).
+# where it applies (in_dim 8, out_dim 16, out_caps up to 24), 1.5x faster than
+# fused_split_vectors on an H200.
 halcaps_add_kernel(digitcaps_fused              fused_split_all_vectors cuda ITERATIONS 3)
 # The best point of digitcaps_fused_cuda.space found by `halcaps explore`
-# (H200, MNIST b128: 790.6 us against fused's 834.9 in the same explore run;
-# bench/results/nvidia-h200-barham-isard/); fused stays the default (ahead at b512).
+# (H200, MNIST b128: 722.0 us against fused's 773.3 in one bench run); fused
+# stays the default (ahead at b512).
 halcaps_add_kernel(digitcaps_fused              "space:batch_tile=8,in_chunk=8,e_per_thread=1" cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
 # Routing alone in the same passes (generator routing_fused): u_hat read once
@@ -143,8 +142,8 @@ halcaps_add_kernel(digitcaps_backward_with_s    rows_predict      cuda ITERATION
 halcaps_add_kernel(routing_backward_autodiff    root_autodiff cpu ITERATIONS 3)
 halcaps_add_kernel(digitcaps_backward_autodiff  root_autodiff cpu ITERATIONS 3)
 # Scheduled by Li2018 it is still NOT built: it writes outputs out of bounds
-# at extents below its tile sizes (Li2018's ShiftInwards splits; measured
-# 2026-11-21 at B=2 I=5 J=3 E=4); its gradients are right at B=32 I=64
+# at extents below its tile sizes (Li2018's ShiftInwards splits; seen at
+# B=2 I=5 J=3 E=4); its gradients are right at B=32 I=64
 # J=E=16 (3e-7). 132 ms against the hand-derived backward's 68 ms at B=32,
 # MNIST otherwise. To build it for investigation:
 #   halcaps_add_kernel(routing_backward_autodiff autodiff cpu ITERATIONS 3 AUTOSCHEDULER Halide::Li2018)
@@ -193,9 +192,9 @@ endforeach ()
 # schedules/autoschedule.h runs them and guards the tails they leave
 # unguarded; the estimates they see are the generators' (MNIST b128;
 # capsconv: n=8, 32x32, ci=co=32, 3x3). Compile (search) and run times:
-# bench/results/barham-isard-*.md.
+# docs/history.md: barham-isard-cpu, nvidia-h200-barham-isard.
 #   HALCAPS_AUTOSCHEDULED_KERNELS (ON): Mullapudi2016 and Li2018. Measured
-#     2026-11-21 in a clean build on the 2-core build machine (ninja log):
+#     in a clean build on the 2-core build machine (ninja log):
 #     their 10 libraries took 132 s of the 977 s that all kernel generator
 #     runs took (2 at a time), i.e. about 1 minute of wall time, most of it
 #     capsconv and DigitCaps (whose generators are slow without any
