@@ -18,8 +18,9 @@ if [ -z "${SKIP_SETUP:-}" ]; then bash scripts/setup.sh; fi
 cli=${HALCAPS_CLI:-build/halcaps}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
+"$cli" info > "$out/info.txt"
 device=cpu
-if "$cli" info | grep -q '^CUDA device: ' && ! "$cli" info | grep -q '^CUDA device: none'; then device=cuda; fi
+if grep -q '^CUDA device: ' "$out/info.txt" && ! grep -q '^CUDA device: none' "$out/info.txt"; then device=cuda; fi
 
 # The rows of each operator: its default at the standard shape first, then
 # its baseline, then its peers (the bench's naive rows and the comparisons
@@ -48,7 +49,6 @@ fi
 
 # Keep only the implementations this build holds (cudnn needs cuDNN, the
 # autoscheduled kernels a CMake option), so that a smaller build still runs.
-"$cli" info > "$out/info.txt"
 present() {  # op implementation -> true when `halcaps info` lists it on $device
     [ "$2" = naive-openmp ] || awk -v op="$1" -v impl="$2" -v dev="$device" \
         '$1 == op && $2 == impl && $3 == dev { found = 1 } END { exit !found }' "$out/info.txt"
