@@ -91,7 +91,7 @@ Expr autodiff_constant(const Expr &x) { return reinterpret(x.type(), reinterpret
 //    this does not rely on that).
 // With these root_autodiff matches the float64 reference to ~2e-7 at
 // u_hat x 1e-6 and 1e15 and gives finite ~0 gradients at 1e-25 (measured
-// 2026-11-28, the hard-input backward test in tests/test_digitcaps_cpu.cpp).
+// by the hard-input backward test in tests/test_digitcaps_cpu.cpp).
 halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, const std::vector<Var> &rows, RDom re,
                                    bool for_autodiff = false) {
     halcaps::SquashStages q;
@@ -320,7 +320,7 @@ void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
 //    by the odd-size tests under compute-sanitizer memcheck).
 // (W's e was promised too until batch_walk computed u_hat here: at out_dim
 // 1 memcheck then found its pair reading one float past W's end,
-// bench/results/nvidia-h200-forward-sums/run4.)
+// docs/history.md: nvidia-h200-forward-sums/run4.)
 // The clamps' bounds are the extents of the RDoms that walk those indices,
 // so the simplifier can drop them inside the sums; the other schedules
 // (stage_per_kernel, tiled_stages, cpu) read u and W only in range and pay
@@ -351,7 +351,7 @@ Func prediction_W(Input &W, Expr in_dim) {
 // (a third guarded copy of its body) that took 279 us instead of 114 (ncu,
 // H200; the cause was not pinned down); with these clamps stage_per_kernel's
 // gradient kernels pay for them (MNIST b128: 3964 against 2466 us for its
-// whole backward, bench/results/nvidia-h200-tiled-predict/).
+// whole backward, docs/history.md: nvidia-h200-tiled-predict/).
 void define_prediction_backward(halcaps::RoutingBackwardStages &g, Expr out_dim, Expr out_caps, Expr in_caps,
                                 Expr batch) {
     halcaps::RoutingStages &r = g.forward;
@@ -742,7 +742,7 @@ public:
 // iterations as a second, independently derived backward that the tests
 // check against the reference and against the hand-derived one.
 //
-// The wrong gradients (rel l2 0.41 at B=32, measured 2026-11-21) were a
+// The wrong gradients (rel l2 0.41 at B=32) were a
 // modelling bug, not a scheduling one: root_autodiff gave the same wrong
 // values as Li2018 (0.044 at 1 iteration, 0.32 at 3, B=32 I=64 J=E=16). The
 // adjoint pipeline evaluates the adjoint of v over a region one larger than
@@ -751,13 +751,13 @@ public:
 // repeat_edge, so that phantom row repeated grad_v's last entries and added
 // their contributions a second time. Reading grad_v through
 // constant_exterior(grad_v, 0) makes the phantom adjoints zero: both
-// schedules then match the float64 reference to ~3e-7 (measured 2026-11-21,
+// schedules then match the float64 reference to ~3e-7 (measured at
 // 1 and 3 iterations, B=2..32). The inputs stay behind repeat_edge: values
 // read there are only ever multiplied by those zero adjoints.
 // On numerically hard inputs (tiny and huge u_hat) the squash needed its own
 // care for autodiff: define_squash, for_autodiff.
 //
-// Which is faster on the CPU: the hand-derived backward. Measured 2026-11-21,
+// Which is faster on the CPU: the hand-derived backward. Measured at
 // B=32 I=1152 K=8 J=10 E=16, 3 iterations, 2-core AMD EPYC: hand 68 ms,
 // Li2018 autodiff 132 ms. The autodiff adjoints of the gathers (u_hat read by
 // s, agreement) are scatters, which it turns into extra reductions over

@@ -115,8 +115,8 @@ TEST_CASE("routing: hard inputs (huge and tiny u_hat, large logits)", "[routing]
 
 // The gradients on the forward's hard inputs (digitcaps_checks.h), by every
 // CPU backward, Halide's autodiff (root_autodiff) included: it gave NaN at
-// u_hat x 1e-25 and was 0.7 to 1.3 off norm-wise at 1e15 (measured
-// 2026-11-28) until define_squash, for_autodiff, held its scale m = max |s|
+// u_hat x 1e-25 and was 0.7 to 1.3 off norm-wise at 1e15 until
+// define_squash, for_autodiff, held its scale m = max |s|
 // constant and clamped its length factor lower (generators/digitcaps.cpp
 // says why).
 TEST_CASE("routing: hard inputs for the backward (huge and tiny u_hat and u, large logits)", "[routing]") {

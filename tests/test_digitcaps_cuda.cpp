@@ -469,7 +469,7 @@ TEST_CASE("cuda digitcaps: cuda_tensor's MNIST variant at odd sizes past 64 rows
                     for (float x : got) REQUIRE(std::isfinite(x));
                     // Routing can be ill-conditioned (digitcaps_checks.h): the tolerance also allows 10x the
                     // reference's own change under a nudge of its inputs. At 5 iterations even that failed
-                    // 1-2 seeds in 40, with this session's kernels and c2b4824's alike (bench/results/
+                    // 1-2 seeds in 40, with this session's kernels and c2b4824's alike (docs/history.md:
                     // nvidia-h200-block-shapes/, runs 9-11): a float32 result cannot follow the float64
                     // reference through the ties that u scaled by 1e15 makes. So 1 and 3 iterations here, as
                     // in the hard-input test; 5 iterations run the same kernels (more passes) and are checked

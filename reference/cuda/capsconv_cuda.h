@@ -19,7 +19,7 @@
 //                (its 4-term sum added; 16 volatile loads + 16 stores per
 //                tap). Expected to be slow: the output goes through L2 once
 //                per tap and element.
-//                H200 2026-11-21, seed / layer / stride2: 600 / 59511 / 5201 us
+//                H200, seed / layer / stride2: 600 / 59511 / 5201 us
 //                (docs/design.md §3: 653 us on the seed problem).
 //   2 vaidya_i1  I1, scalar accumulation: for each of the 16 output elements
 //                (a rolled loop) one local accumulator runs over all taps and

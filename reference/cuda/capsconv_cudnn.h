@@ -17,7 +17,7 @@
 //            Y back to O [n, OH, OW, co, 4, 4]: what the user pays;
 //   core     cudnnConvolutionForward alone on X and Wt into Y (a different
 //            layout from the operator's output), for timing the library.
-// H200 2026-11-21 (bench, seed / layer pad 1 / stride2): with the permutes
+// H200 (bench, seed / layer pad 1 / stride2): with the permutes
 // 134 / 330 / 121 us, core alone 79 / 270 / 95 us (docs/design.md §3: 67 us incl.
 // permutes on the seed problem; 190 / 130 us incl. permutes / core on the
 // layer: our permutes and algorithm choice, which excludes FFT and Winograd,

@@ -307,7 +307,7 @@ __device__ __forceinline__ void store_quad(float *dst, float4 s, int k0, int K, 
 //    rows), with evict-first stores.
 // V*KM <= 16 (V = 2 at K = 8) measured best: more blocks per SM beat wider
 // stores, and evict-first stores gained ~7%. Measured on an H200
-// (2026-11-21, median of 30): MNIST b128 33-35 us (memset of u_hat 25 us),
+// (median of 30): MNIST b128 33-35 us (memset of u_hat 25 us),
 // b512 128 us (memset 87), wide 66 us (memset 34; at K = 16 the FMAs weigh).
 // ---------------------------------------------------------------------------
 constexpr int kForwardRows = 128;
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__res
 // ---------------------------------------------------------------------------
 // Version 3 forward ("staged"): version 2's W-in-registers walk with the
 // grid, the staging and the stores chosen for the write bandwidth
-// (bench/predict_store_order.cu and bench/results/nvidia-h200-store-order/).
+// (bench/studies/predict_store_order.cu and docs/history.md: nvidia-h200-store-order/).
 //  - A block owns N consecutive input capsules and the batch rows y, y + Y,
 //    y + 2Y, ... (y = blockIdx.y): Y is chosen so that the whole grid is
 //    resident at once (one wave, no tail of late blocks), and at any moment
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__res
 //    were written.
 // Fast path (pick_staged): K in {4, 8, 16}, J*E % V == 0, u and W 16-byte
 // aligned, u_hat aligned to V floats; other shapes run version 2.
-// Measured on an H200 (2026-11-22, run 5 there, `halcaps bench --device cuda
+// Measured on an H200 (run 5 there, `halcaps bench --device cuda
 // --op predict --repeats 30 --seed 2212`): MNIST b128 29.7 us (82.6% of the
 // copy bandwidth over the bytes floor; version 2 33.8), b512 99.9 (94.1%;
 // 124.9), wide b32 65.0 (73.9%; 64.0).
@@ -441,7 +441,7 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
 // V-float vectors it will use, D-1 steps of R rows ahead, and waits only for
 // its own copies (no barrier for the ring). At the end the TY partial sums
 // of each column are added through shared memory and stored.
-// Measured on an H200 (2026-11-21): MNIST b128 48.5 us, b512 122 us, wide
+// Measured on an H200: MNIST b128 48.5 us, b512 122 us, wide
 // 82 us (the tiled kernel below, without its grad_u part, was 47 / 144 / 108).
 // ---------------------------------------------------------------------------
 constexpr int kRingStages = 3;  // D: the ring holds D steps, D-1 in flight
@@ -599,7 +599,7 @@ __global__ void __launch_bounds__(kThreads) grad_W_v2_kernel(const float *__rest
 // size; for JE > JC the grad_u of later chunks is added to what the first
 // stored (the same block, the same thread).
 //
-// Measured on an H200 (2026-11-21, median of 30): fused MNIST b128 67 us,
+// Measured on an H200 (median of 30): fused MNIST b128 67 us,
 // b512 215 us, wide 178 us; grad_u alone 44 / 135 / 96 us. The bound is
 // not HBM (43-48% of the copy bandwidth) but shared-memory traffic and
 // instruction issue at 2 blocks (16 warps) per SM: per g element the two

@@ -38,7 +38,7 @@
 // in_dim above 16 the slices re-read g, once per 16 of in_dim. The TF32
 // split needs |x| < 2^128 (1 - 2^-12) (split_tf32).
 //
-// Measured 2026-11-22 on an NVIDIA H200 (bench/results/
+// Measured on an NVIDIA H200 (docs/history.md:
 // nvidia-h200-tensor-core-gradients/, run 4, `halcaps bench --op
 // predict_backward`): MNIST b128 47.3 us, b512 158.4, wide b32 178.5,
 // against version 3's 65.6 / 217.6 / 177.1 and the Halide default vectors'

@@ -30,7 +30,7 @@ namespace halcaps::cuda_reference {
 // and grad_b0 = sum_b G. The layer adds the blog's prediction kernel in
 // front (u_hat materialised) and the blog's two gradient kernels behind.
 //
-// Measured 2026-11-28 on an NVIDIA H200 (bench/results/
+// Measured on an NVIDIA H200 (docs/history.md:
 // nvidia-h200-hand-backward/, run 9): MNIST b128 2730.4 us, b512 7003.3.
 // ---------------------------------------------------------------------------
 namespace {
@@ -232,14 +232,14 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
 // Limits: out_caps <= 32 (a row's lanes), out_dim <= 32 (a lane's
 // registers): route_backward_passes_refusal.
 //
-// Measured 2026-11-28 on an NVIDIA H200 (bench/results/
+// Measured on an NVIDIA H200 (docs/history.md:
 // nvidia-h200-tensor-backward/, run 8, `halcaps bench --op
 // digitcaps_backward`, grad_b0 not asked for): MNIST b128 342.6 us, b512
 // 1144.3, against version 3's 243.8 / 744.2, the Halide default
 // rows_vectors' 623.1 / 2028.6 and version 1's 2673.0 / 6931.5 in the same
 // call. Under ncu at b128 (run 6): a forward pass 38-40 us, a backward pass
 // 35-41, grad_u_hat 42.0, the staged forward 28, the tensor-core gradients
-// 49, the row kernels 3-4.5 each. Before grad_u_hat_columns (bench/results/
+// 49, the row kernels 3-4.5 each. Before grad_u_hat_columns (docs/history.md:
 // nvidia-h200-hand-backward/, run 9): 365.8 / 1216.8 us. Before, as (j, e) lanes
 // (a lane an element, dots by shuffles), the passes issued 250-500
 // instructions a row and the layer took 720-1370 us (runs 1-4).
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__
 // iteration count where it is at most kUnrolledIterations, so that every
 // load of a thread is issued before its first FMA; else 0, a loop over the
 // iterations, each one's loads waited for before the next's.
-// On an H200 under ncu at MNIST b128 (bench/results/
+// On an H200 under ncu at MNIST b128 (docs/history.md:
 // nvidia-h200-tensor-backward/, runs 2-6): a thread per 8 floats of one (b,
 // i, j) row, 59.2 us; 8 floats of a row for 4 input capsules, 69.0; 4
 // floats, 62.9; the same on this 2D grid, 66.6; all with the loop over the
@@ -573,12 +573,12 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int
 // The row kernels: a warp per (b, j) row, lane e.
 // The chunks' partial sums of (row, e), 0 past out_dim. Summing 8 chunks at
 // a time over both half-warps, with the row kernels launched overlapping the
-// pass ahead, was measured (bench/results/nvidia-h200-tensor-backward/, run
+// pass ahead, was measured (docs/history.md: nvidia-h200-tensor-backward/, run
 // 7): version 3 at MNIST b128 9 us slower (255 against 246), version 2 6 us
 // faster; this simpler one was kept.
 // Four sums a lane, so that four loads are in flight, made the row kernels
 // slower at MNIST b128 (64 chunks): 6.4-6.8 us against 4.6-5.0 under ncu
-// (bench/results/nvidia-h200-tensor-training-pair/, run 6); one sum it is.
+// (docs/history.md: nvidia-h200-tensor-training-pair/, run 6); one sum it is.
 __device__ inline float chunks_sum(const float *__restrict__ partial, i64 row, int e, const Geometry &g) {
     float sum = 0.0f;
     if (e < g.E) {
@@ -888,7 +888,7 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 // (digitcaps_backward_with_c, routing_c given too) the trace's c is
 // routing_c and every backward pass is the plain one that reads it.
 //
-// Measured 2026-11-28 on an NVIDIA H200 (bench/results/
+// Measured on an NVIDIA H200 (docs/history.md:
 // nvidia-h200-tensor-backward/, run 8, `halcaps bench --op
 // digitcaps_backward`, grad_b0 not asked for): MNIST b128 243.8 us, b512
 // 744.2 (136 MB of device memory at b128, version 2's 226 MB), against
@@ -896,14 +896,14 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 // / 5180.6 in the same call. Under ncu at b128 (run 6): first pass 15.0 us,
 // the passes storing c 24.6-25.1, the backward passes 25.4-29.5, grad_u_hat
 // 44.5, the gradients 51.1, first_coefficients 4.0. With c_0 as one [I, J]
-// table (bench/results/nvidia-h200-tensor-training-pair/, run 7): 243.3 /
+// table (docs/history.md: nvidia-h200-tensor-training-pair/, run 7): 243.3 /
 // 736.9 us; first_coefficients 2.0 and grad_u_hat 41.4-43.1 under ncu.
 // From the forward's s (run 7): 196.6 us at MNIST b128 and 611.7 at b512,
 // against the Halide pair's rows_vectors 501.6 / 1599.1 in the same call;
 // under ncu at b128 the two passes with the logits 40.4 and 41.2 us (run 6;
 // 44.4 and 40.9 at the shallower staging, run 5), rows_of_given_s 5.6, the
 // row kernels 3.0-4.8 each, grad_u_hat 41.6 and the gradients 51.0 (run 5).
-// From the forward's s and c (bench/results/nvidia-h200-training-pair-with-c,
+// From the forward's s and c (docs/history.md: nvidia-h200-training-pair-with-c,
 // run 1): 172.5 / 172.1 us at MNIST b128, 550.8 / 549.7 at b512, against
 // 197.6 / 195.0 and 611.7 / 612.0 from s alone in the same run.
 // ---------------------------------------------------------------------------

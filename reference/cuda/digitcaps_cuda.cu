@@ -72,7 +72,7 @@ cudaError_t route_naive(const float *u_hat, const float *b0, float *v, const Rou
 // thread's E sums and E values of u_hat in registers), K <= 16;
 // digitcaps_fused_refusal names the extent beyond them.
 //
-// Measured 2026-11-22 on an NVIDIA H200 (bench/results/
+// Measured on an NVIDIA H200 (docs/history.md:
 // nvidia-h200-hand-fused-layer/, run 5, `halcaps bench --op digitcaps`):
 // MNIST b128 211.3 us, b512 471.0, against the Halide default
 // fused_split_all_vectors' 160.8 and 531.1 in the same run (which computes

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
     let_next_kernel_start();
     // Four sums in flight, so that four loads are. Eight (every load of a
     // thread with at most 8 chunks) measured 1 us slower at MNIST b128 and
-    // b512 on an H200 (bench/results/nvidia-h200-timeline/, run 3).
+    // b512 on an H200 (docs/history.md: nvidia-h200-timeline/, run 3).
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (e < E && row < rows) {
         const float *p = partial + row * E + e;
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__r
 // kMaxGroups / 4, never fewer than 2, and the block's other threads on
 // further rows. With few chunks (MNIST b512's 16)
 // that is 4 rows a block and a fifth of the blocks, where one row a block
-// made 5120 blocks in two and a half waves (bench/results/
+// made 5120 blocks in two and a half waves (docs/history.md:
 // nvidia-h200-squash-rows).
 template <int EP>
 inline cudaError_t launch_squash_ep(const float *partial, float *v_sum, float *v, float *s_out, int64_t rows, int E,

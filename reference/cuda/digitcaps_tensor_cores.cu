@@ -51,7 +51,7 @@
 // The same pass kernel runs backward version 3's passes
 // (digitcaps_backward_cuda.cu, through digitcaps_tensor_pass): the forward's
 // replay storing c, and the backward's passes (PassMode below); the forward
-// measured the same with those modes added (bench/results/
+// measured the same with those modes added (docs/history.md:
 // nvidia-h200-tensor-backward/, run 1: MNIST b128 60.7-61.0 us against
 // 60.7-60.8, alternating).
 //
@@ -60,18 +60,18 @@
 // digitcaps_shared.cuh): a pass zeros its shared memory and copies its
 // first steps of W, u and b0 before it waits for the squash kernel ahead.
 //
-// Where a call's time goes, from every block's timestamps (bench/results/
+// Where a call's time goes, from every block's timestamps (docs/history.md:
 // nvidia-h200-timeline/, run 2; this file built with
 // HALCAPS_DIGITCAPS_TIMELINE, digitcaps_timeline.cuh): at MNIST b128 the
 // passes' steps take 55% (1.5 us a step a warp, as at b512), each boundary
 // between passes 5.9-6.9 us (the squash kernel and two waits on the kernel
 // ahead, 0.8-1.1 us each), the ends of the passes 12%.
 //
-// Measured 2026-11-28 on an NVIDIA H200, in one call with the PyTorch peers
-// (bench/results/nvidia-h200-headline-222983c/): MNIST b128 59.0 us, b512
+// Measured on an NVIDIA H200, in one call with the PyTorch peers
+// (docs/history.md: nvidia-h200-headline-222983c/): MNIST b128 59.0 us, b512
 // 150.3 (torch.compile 424.1 / 1646.2). Every change measured on the way
 // there, and every design tried and dropped, with its numbers and its study:
-// bench/results/cuda-tensor-layer-history.md.
+// docs/history.md.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -109,7 +109,7 @@ constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
 // Steps staged (the kernel's S): the one read and two in flight where an
 // i-lane's chunk is long, the one read and one in flight where it is short
 // (at most kShortChunkSteps steps), which spends less time filling the
-// pipeline before the first step. On an H200 (bench/results/
+// pipeline before the first step. On an H200 (docs/history.md:
 // nvidia-h200-block-shapes/, run 7), every pass at 2 / 3 / 4 stages: MNIST
 // b128 (9 steps) 60.3-60.4 / 61.2-61.5 / 64.1-64.4 us, b512 (36 steps)
 // 160.3-160.6 / 157.6-158.0 / 169.7-170.1. The rule between rests on those
@@ -144,7 +144,7 @@ struct Args {
 //               itself, as kAgreement computes it: the logits b0 + u_hat .
 //               v_sum from the forward's v_sum, and gs in a second row tile
 //               (version 3 from the forward's s, with no replay). Under ncu
-//               on an H200 at MNIST b128 (bench/results/
+//               on an H200 at MNIST b128 (docs/history.md:
 //               nvidia-h200-tensor-training-pair/, runs 5-6): 40.4-41.2 us
 //               and 10.0 M warp instructions a pass, against kBackward's
 //               26.0-30.6 us and 7.3-7.4 M and the agreement pass storing
@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // of the step (W_step, u_step: taken here for step 0, then advanced a
     // step at a time by stage_dense, which stage calls for the steps in
     // order) plus the slot's offsets and constants: a few instructions a
-    // copy (13 before, bench/results/nvidia-h200-stall-sites).
+    // copy (13 before, docs/history.md: nvidia-h200-stall-sites).
     constexpr int per_row = 2 * KS, row_step = kThreads / per_row;
     constexpr int w_copies = (JM * EP * per_row + kThreads - 1) / kThreads;
     static_assert(2 * kRows * per_row <= kThreads, "one u piece a thread");
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // The dense copies of `step` for its L i-lanes, L known at compile time
     // so that the lanes' copies unroll and each lane's offsets are constants
     // past the step's (with a runtime lane count ptxas recomputed them a
-    // lane: 13% more instructions in the first pass, bench/results/
+    // lane: 13% more instructions in the first pass, docs/history.md:
     // nvidia-h200-stall-sites, run 7).
     auto stage_dense = [&](int step, auto lanes) {
         constexpr int L = decltype(lanes)::value;
@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // floats of one row spread an instruction over all 16 rows. The pieces'
     // offsets from the tile's first float in global memory, and which rows
     // lie in the batch, are the same at every step: taken here, once (taken
-    // a step, they cost 130 instructions a step, bench/results/
+    // a step, they cost 130 instructions a step, docs/history.md:
     // nvidia-h200-coefficient-tiles/, run 1). Elsewhere each lane loads and
     // stores its own floats. On an H200 at MNIST b128 (run 2, alternating
     // with the lanes' own stores and loads): digitcaps_backward_with_s 188.4-
@@ -733,7 +733,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
     // and write the chunk's partial sums, 16 bytes a thread where the shape
     // is dense. Before, i-lane 0's warps added the others' alone and wrote
     // their fragments' floats one by one: a third of the first pass's warp
-    // samples (bench/results/nvidia-h200-stall-sites, run 1).
+    // samples (docs/history.md: nvidia-h200-stall-sites, run 1).
     float *lane_rows = smem + i64(q) * tile_rows * VS;
 #pragma unroll
     for (int rt = 0; rt < RT; rt++) {
@@ -759,7 +759,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         // kBatch pieces a thread at a time, all their loads issued before
         // the adds (with the i-lane count known at compile time): the end of
         // a pass waits on these loads' latency, not on its instructions
-        // (bench/results/nvidia-h200-stall-sites, runs 3 and 4).
+        // (docs/history.md: nvidia-h200-stall-sites, runs 3 and 4).
         const int row_pieces = J * EP / 4, pieces = rows * row_pieces;
         auto add_and_write = [&](auto lanes) {
             constexpr int L = decltype(lanes)::value, kBatch = 4;
@@ -871,7 +871,7 @@ cudaError_t launch_pass(PassMode mode, bool store, const DigitCapsLayerShape &s,
     // fits a block, whatever the chunks' length, and the shallower where it
     // does not (out_caps, out_dim and in_dim 16: 234 KB): at the shallower
     // its MNIST variant spills (16 bytes of stack at 255 registers) and its
-    // first pass took 44.4 us against 40.4 under ncu at b128 (bench/results/
+    // first pass took 44.4 us against 40.4 under ncu at b128 (docs/history.md:
     // nvidia-h200-tensor-training-pair/, run 6).
     bool shallow = plan.chunk / plan.i_lanes <= kShortChunkSteps;
     if (mode == kBackwardWithLogits) {
@@ -994,7 +994,7 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     }
     // Keeping c costs the forward 15.6 us at MNIST b128 and 53.9 at b512 on
     // an H200 (75.7 / 212.9 us against 60.1 / 159.0 with s alone;
-    // bench/results/nvidia-h200-coefficient-tiles, run 2): the c_0 kernel
+    // docs/history.md: nvidia-h200-coefficient-tiles, run 2): the c_0 kernel
     // and the agreement passes' stores of c (through the warps' coefficient
     // tiles; a warp's 16 rows still lie I x J floats apart). Before the
     // tiles, 17.2 / 53.1 us (nvidia-h200-training-pair-with-c, run 1).

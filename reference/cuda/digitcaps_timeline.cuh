@@ -1,6 +1,6 @@
 // Per-block timestamps of version 3's forward kernels (the pass kernels of
 // digitcaps_tensor_cores.cu and the squash kernel of digitcaps_shared.cuh),
-// for the timeline probe (bench/digitcaps_timeline.cu): when each block
+// for the timeline probe (bench/studies/digitcaps_timeline.cu): when each block
 // entered, when the kernel ahead of it let it go on, when its first step's
 // copies had landed, when its steps were done and when it ended, read from
 // the GPU's global nanosecond timer.
@@ -56,7 +56,7 @@ static __device__ unsigned timeline_used = 0;  // slots taken
 // record's slot when it enters, so that the atomic's round trip passes
 // under the block's work: taken as the block ended, it held every block
 // about a microsecond longer, and with them the kernel after it (run 1 of
-// bench/results/nvidia-h200-timeline).
+// docs/history.md: nvidia-h200-timeline).
 struct BlockClock {
 #ifdef HALCAPS_DIGITCAPS_TIMELINE
     uint64_t at[kMarks] = {};

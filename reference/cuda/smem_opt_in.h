@@ -13,7 +13,7 @@ namespace halcaps::cuda_reference {
 // blocks). A refusal (past the device's opt-in limit) is returned and also
 // cleared from the runtime's last error, so that a later call's
 // cudaGetLastError does not report it again: left there, it failed the next
-// test's launch (bench/results/nvidia-h200-tensor-training-pair/, run 7).
+// test's launch (docs/history.md: nvidia-h200-tensor-training-pair/, run 7).
 template <typename Kernel>
 cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
     if (bytes <= 48 * 1024) return cudaSuccess;

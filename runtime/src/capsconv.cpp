@@ -79,7 +79,7 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
 // On CUDA, 3x3 filters at stride 1 go to the Winograd form F(4x4, 3x3):
 // on the layer-sized problem (n=8, 32x32, ci=co=32, pad 1) on an H200,
 // 207 us against tuned_co4's 698 us and cuDNN's 324 us with its permutes
-// (bench/results/nvidia-h200-winograd/). Its float32 error is larger than
+// (docs/history.md: nvidia-h200-winograd/). Its float32 error is larger than
 // the direct sum's (relative L2 1.6e-6 against 6e-7 there), within the same
 // tolerance. On the CPU the Winograd forms are slower than cpu_co4 (35 and
 // 58 ms against 26 ms on that layer), so they are not the default there.
@@ -87,7 +87,7 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
 // tile and filter staged in shared memory): on an H200 the seed problem in
 // 28.3 us against tuned's 40.3 and our I3 kernel's 52.3, the stride-2 layer
 // in 109.8 against tuned_co4's 181.9 (one run,
-// bench/results/nvidia-h200-staged-rows/capsconv.txt).
+// docs/history.md: nvidia-h200-staged-rows/capsconv.txt).
 // Its staged tiles grow with the stride and the filter; for shapes whose
 // tiles pass the 48 KB a launch gets it returns unsupported_shape, and the
 // default then runs cuda_fallback_implementation() instead.

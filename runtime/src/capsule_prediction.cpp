@@ -46,7 +46,7 @@ bool batch_rows_fits(const TensorView &u, const TensorView &u_hat) {
 // (the block's threads), and u_hat on an 8-byte boundary (its stores are 8
 // bytes; misaligned_pointer from the kernel's own check otherwise). The
 // default takes it where it was measured faster on an H200, device time
-// (bench/results/nvidia-h200-capsule-runs/, runs 13-15), up to out_caps *
+// (docs/history.md: nvidia-h200-capsule-runs/, runs 13-15), up to out_caps *
 // out_dim 512, the most measured:
 // - in_dim 8, out_caps * out_dim up to 256: faster than batch_rows at MNIST
 //   (b128 34.1 us against 36.3, b512 109.4 against 132.3) and than
@@ -102,9 +102,9 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     // above), else `batch_rows` where
     // its own does (batch_rows_fits), else `batch_walk` where its own does
     // (batch_walk_fits), else `batch_vectors`: the fastest Halide forwards
-    // measured on an H200 (2026-11-22, device time). MNIST b128: batch_rows
+    // measured on an H200 (device time). MNIST b128: batch_rows
     // 36.5 / 36.7 us against batch_walk's 38.1 / 38.0 in one run (seeds 823
-    // and 824, bench/results/nvidia-h200-batch-rows/run2), b512 132.2 /
+    // and 824, docs/history.md: nvidia-h200-batch-rows/run2), b512 132.2 /
     // 132.0 against 131.2 / 131.4, out_caps 32 96.7 / 96.6 against 108.3;
     // batch_walk 38.0 against batch_vectors' 47.3 in an earlier run (seed
     // 391, nvidia-h200-batch-walk/final). Wide b32 (K = 16, outside both fast
@@ -139,11 +139,11 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     std::string implementation = chosen_implementation(options, device);
     // On CUDA the gradients' default is `vectors` where its fast path applies
     // (gradient_vectors_fit), else `tuned`, whose mapping is faster off it.
-    // Measured on an H200 (2026-11-22, device time, seed 441,
-    // bench/results/nvidia-h200-gradient-tries/run3): MNIST b128 vectors
+    // Measured on an H200 (device time, seed 441,
+    // docs/history.md: nvidia-h200-gradient-tries/run3): MNIST b128 vectors
     // 106.4 us (tuned 153.5), b512 347.0 (555.1), wide b32 278.6 (518.0);
     // later, vectors' grad_W with its k quads on adjacent lanes (seeds 802
-    // and 803, bench/results/nvidia-h200-squash-groups/run5): 101.0 / 100.3
+    // and 803, docs/history.md: nvidia-h200-squash-groups/run5): 101.0 / 100.3
     // us at b128, 332.8 / 332.0 at b512, 247.8 / 247.9 at wide b32.
     if (options.implementation.empty() && device == Device::cuda) {
         implementation = gradient_vectors_fit({&g, &u, &W, &grad_u, &grad_W}, u, g) ? "vectors" : "tuned";

@@ -140,13 +140,13 @@ private:
 };
 
 // On CUDA an op's default is the fastest measured that is built for the
-// iteration count (H200, MNIST b128, 2026-11-21): `preferred` where built,
+// iteration count (H200, MNIST b128): `preferred` where built,
 // else `base`, whose lookup status is returned when neither is.
-//   digitcaps           fused_split_all_vectors (161.1 us, 2026-11-22; fused_split_vectors
+//   digitcaps           fused_split_all_vectors (161.1 us; fused_split_vectors
 //                       261.4 us in an earlier run; 3 iterations, and only CapsNet's
 //                       shapes: digitcaps() falls back when it refuses one),
 //                       else fused (829.1 us; stage_per_kernel 1183 us)
-//   digitcaps_backward  rows_vectors (621.5 us; rows_predict 728.7 us in an earlier run, 2026-11-22;
+//   digitcaps_backward  rows_vectors (621.5 us; rows_predict 728.7 us in an earlier run;
 //                       3 iterations; rows_predict when grad_u or grad_W is off
 //                       a 16-byte boundary: digitcaps_backward()), else
 //                       stage_per_kernel (3964.3 us)
@@ -158,7 +158,7 @@ struct CudaDefault {
 };
 //   digitcaps_with_s, digitcaps_backward_with_s: the same schedules as
 //                       digitcaps and digitcaps_backward (3 iterations only;
-//                       170.2 and 496.2 us, 2026-11-22), rows_predict the
+//                       170.2 and 496.2 us), rows_predict the
 //                       backward's fallback
 CudaDefault cuda_default(const std::string &op) {
     if (op == "digitcaps" || op == "digitcaps_with_s") return {"fused_split_all_vectors", "fused"};
