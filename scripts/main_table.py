@@ -2,14 +2,33 @@
 """Print the main job's rows as one table (scripts/run-main.sh).
 
 Arguments: FILE.json:IMPL,IMPL,... per operator, from `halcaps bench --json`,
-the implementations in the order default, baseline, peers ("-": none). Exits 1 when a row
-failed its check against the float64 reference or is missing.
+the implementations in the order default, baseline, peers ("-": none); and
+optionally --pytorch FILE, the JSON lines of bench/pytorch_digitcaps.py, whose
+rows join their operator's as peers (checked by that script against eager
+PyTorch, not by halcaps; for digitcaps_backward they time forward + backward).
+Exits 1 when a row failed its check against the float64 reference or is
+missing.
 """
 import json
 import sys
 
 
+def pytorch_rows(path):
+    rows = {}
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            r = json.loads(line)
+            if r.get("B") == 128:
+                rows.setdefault(r["operator"], []).append(r)
+    return rows
+
+
 def main(arguments):
+    peers = {}
+    if len(arguments) >= 2 and arguments[0] == "--pytorch":
+        peers = pytorch_rows(arguments[1])
+        arguments = arguments[2:]
     failed = False
     lines = []
     device = ""
@@ -41,6 +60,9 @@ def main(arguments):
                 default_us = us
             ratio = f"{us / default_us:.2f}" if default_us else ""
             lines.append((op, row["shape"], name, role, check, f"{us:.1f}", ratio))
+        for r in peers.get(op, []):
+            ratio = f"{r['us'] / default_us:.2f}" if default_us else ""
+            lines.append((op, "mnist_b128", r["implementation"], "peer", "-", f"{r['us']:.1f}", ratio))
     header = ("operator", "shape", "implementation", "role", "check", "µs", "× default's time")
     widths = [max(len(str(x[i])) for x in lines + [header]) for i in range(len(header))]
     print(f"halcaps main job on {device}: each row checked against the float64 reference, then timed (median)")

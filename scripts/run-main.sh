@@ -75,6 +75,20 @@ for row in "${rows[@]}"; do
     if [ -f "$out/$op.json" ]; then jsons+=("$out/$op.json:$(IFS=,; echo "${listed[*]}")"); fi
 done
 
-python3 scripts/main_table.py "${jsons[@]}" || status=1
+# On CUDA, PyTorch eager and torch.compile of the layer are its peers too
+# (bench/pytorch_digitcaps.py), where torch is installed.
+peers=()
+python=${PYTHON:-python3}
+if [ "$device" = cuda ] && "$python" -c 'import torch' 2>/dev/null; then
+    echo "[main] PyTorch peers of digitcaps and digitcaps_backward at mnist_b128" >&2
+    if "$python" bench/pytorch_digitcaps.py --shapes 128 --repeats "$repeats" --warmup "$warmup" --backward \
+            > "$out/pytorch.jsonl" 2> "$out/pytorch.txt"; then
+        peers=(--pytorch "$out/pytorch.jsonl")
+    else
+        echo "[main] bench/pytorch_digitcaps.py failed:" >&2; tail -5 "$out/pytorch.txt" >&2
+    fi
+fi
+
+python3 scripts/main_table.py "${peers[@]}" "${jsons[@]}" || status=1
 echo "[main] JSON, Markdown and terminal output of each operator: $out" >&2
 exit "$status"
