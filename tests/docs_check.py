@@ -11,9 +11,10 @@
       (cuDNN absent, beam-search kernels off); --no-cuda skips CUDA columns.
 
   docs_check.py quick-start SOURCE_DIR BUILD_DIR WORK_DIR
-      Runs the lines of README.md's block between <!-- quick-start:begin -->
-      and <!-- quick-start:end --> with bash, in WORK_DIR, where `build` links
-      to BUILD_DIR and every other top-level entry to SOURCE_DIR's.
+      Runs README.md's block between <!-- quick-start:begin --> and
+      <!-- quick-start:end --> as one bash script (-euo pipefail), in
+      WORK_DIR, where `build` links to BUILD_DIR and every other top-level
+      entry (.venv included) to SOURCE_DIR's.
 """
 import os
 import re
@@ -114,12 +115,11 @@ def run_quick_start(source_dir, build_dir, work_dir):
             os.symlink(os.path.join(source_dir, entry), os.path.join(work_dir, entry))
     os.symlink(os.path.abspath(build_dir), os.path.join(work_dir, "build"))
     shutil.rmtree(os.path.join(build_dir, "quick-start"), ignore_errors=True)
-    for line in quick_start_lines(source_dir):
-        print(f"$ {line}", flush=True)
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=work_dir)
-        if result.returncode != 0:
-            print(f"README quick-start line failed ({result.returncode}): {line}")
-            return 1
+    script = "\n".join(quick_start_lines(source_dir)) + "\n"
+    result = subprocess.run(["bash", "-euxo", "pipefail", "-c", script], cwd=work_dir)
+    if result.returncode != 0:
+        print(f"README's quick-start block failed ({result.returncode}); the trace above shows the line")
+        return 1
     return 0
 
 
