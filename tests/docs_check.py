@@ -11,7 +11,7 @@
       (cuDNN absent, beam-search kernels off); --no-cuda skips CUDA columns.
 
   docs_check.py quick-start SOURCE_DIR BUILD_DIR WORK_DIR
-      Runs README.md's block between <!-- quick-start:begin --> and
+      Runs each README.md block between <!-- quick-start:begin --> and
       <!-- quick-start:end --> as one bash script (-euo pipefail), in
       WORK_DIR, where `build` links to BUILD_DIR and every other top-level
       entry (.venv included) to SOURCE_DIR's.
@@ -96,15 +96,19 @@ def check_names(cli, source_dir, not_built, no_cuda):
     return 1 if errors else 0
 
 
-def quick_start_lines(source_dir):
+def quick_start_blocks(source_dir):
+    """Each marked block's lines, code fences left out."""
     text = open(os.path.join(source_dir, "README.md"), encoding="utf-8").read()
-    match = re.search(r"<!-- quick-start:begin -->(.*?)<!-- quick-start:end -->", text, re.S)
-    if not match:
+    blocks = re.findall(r"<!-- quick-start:begin -->(.*?)<!-- quick-start:end -->", text, re.S)
+    if not blocks:
         raise SystemExit("README.md has no <!-- quick-start:begin --> ... <!-- quick-start:end --> block")
-    lines = [l for l in match.group(1).splitlines() if l.strip() and not l.strip().startswith("```")]
-    if not lines:
-        raise SystemExit("README.md's quick-start block is empty")
-    return lines
+    out = []
+    for block in blocks:
+        lines = [l for l in block.splitlines() if l.strip() and not l.strip().startswith("```")]
+        if not lines:
+            raise SystemExit("README.md has an empty quick-start block")
+        out.append(lines)
+    return out
 
 
 def run_quick_start(source_dir, build_dir, work_dir):
@@ -115,11 +119,11 @@ def run_quick_start(source_dir, build_dir, work_dir):
             os.symlink(os.path.join(source_dir, entry), os.path.join(work_dir, entry))
     os.symlink(os.path.abspath(build_dir), os.path.join(work_dir, "build"))
     shutil.rmtree(os.path.join(build_dir, "quick-start"), ignore_errors=True)
-    script = "\n".join(quick_start_lines(source_dir)) + "\n"
-    result = subprocess.run(["bash", "-euxo", "pipefail", "-c", script], cwd=work_dir)
-    if result.returncode != 0:
-        print(f"README's quick-start block failed ({result.returncode}); the trace above shows the line")
-        return 1
+    for number, lines in enumerate(quick_start_blocks(source_dir), 1):
+        result = subprocess.run(["bash", "-euxo", "pipefail", "-c", "\n".join(lines) + "\n"], cwd=work_dir)
+        if result.returncode != 0:
+            print(f"README's quick-start block {number} failed ({result.returncode}); the trace above shows the line")
+            return 1
     return 0
 
 
