@@ -51,9 +51,9 @@ def _(u, W, implementation=""):
 
 
 @torch.library.register_fake("halcaps::predict_backward")
-def _(grad_u_hat, u, W, implementation=""):
-    _dtype("predict_backward", grad_u_hat=grad_u_hat, u=u, W=W)
-    _rank("predict_backward", "grad_u_hat", grad_u_hat, 4, UHAT)
+def _(g, u, W, implementation=""):
+    _dtype("predict_backward", g=g, u=u, W=W)
+    _rank("predict_backward", "g", g, 4, UHAT)
     return u.new_empty(u.shape), W.new_empty(W.shape)
 
 
@@ -90,7 +90,9 @@ def _(u, W, b0, iterations=3, implementation=""):
 def _(u, W, b0, iterations=3, implementation=""):
     _digitcaps_ranks("digitcaps_with_s", u, W, b0)
     v = u.new_empty((u.shape[0], W.shape[1], W.shape[2]))
-    return v, u.new_empty((max(iterations, 1), u.shape[0], W.shape[1], W.shape[2]))
+    if iterations < 1:
+        raise ValueError(f"halcaps.digitcaps_with_s: unsupported_iterations: iterations must be >= 1, got {iterations}")
+    return v, u.new_empty((iterations, u.shape[0], W.shape[1], W.shape[2]))
 
 
 def _digitcaps_grads_fake(u, W, compute_grad_b0):

@@ -90,3 +90,7 @@ def require_iterations(op, device, iterations):
 @pytest.fixture(autouse=True)
 def seeded():
     torch.manual_seed(1234)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda: needs a CUDA device (skipped without one)")

@@ -20,7 +20,7 @@ def good_args(op):
     x, f = fresh(1, 5, 5, 2, 4, 4), fresh(3, 3, 2, 1, 4, 4)
     return {
         "predict": dict(u=u, W=W),
-        "predict_backward": dict(grad_u_hat=u_hat, u=u, W=W),
+        "predict_backward": dict(g=u_hat, u=u, W=W),
         "squash": dict(s=v),
         "route": dict(u_hat=u_hat, b0=b0, iterations=3),
         "route_backward": dict(u_hat=u_hat, b0=b0, grad_v=v, iterations=3, compute_grad_b0=True),
@@ -70,7 +70,7 @@ def test_wrong_rank(op, name):
 # One extent of each tensor argument that must agree with another's, and the
 # names the message may use for the pair.
 MISMATCHES = [
-    ("predict", "W", 0), ("predict", "W", 3), ("predict_backward", "grad_u_hat", 0), ("predict_backward", "u", 2),
+    ("predict", "W", 0), ("predict", "W", 3), ("predict_backward", "g", 0), ("predict_backward", "u", 2),
     ("route", "b0", 0), ("route", "b0", 1), ("route_backward", "grad_v", 2), ("route_backward", "b0", 1),
     ("digitcaps", "W", 3), ("digitcaps", "b0", 1), ("digitcaps_with_s", "W", 0),
     ("digitcaps_backward", "grad_v", 1), ("digitcaps_backward_with_s", "routing_s", 1),

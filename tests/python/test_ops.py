@@ -152,7 +152,7 @@ def test_capsconv(device, shape):
 @pytest.mark.parametrize("device", DEVICES)
 def test_non_contiguous_inputs_are_copied(device):
     u = fresh(5, 3, 7, device=device).transpose(0, 2)  # [7, 3, 5], not contiguous
-    W = fresh(3, 4, 9, 6, device=device)[:, :, :, ::2]  # [3, 4, 9, 3], strided
+    W = fresh(3, 4, 9, 10, device=device)[:, :, :, ::2]  # [3, 4, 9, 5], strided
     assert not u.is_contiguous() and not W.is_contiguous()
     assert_close(halcaps.predict(u, W), predict_ref(f64(u), f64(W)), name="u_hat")
     assert_close(halcaps.digitcaps(u, W), digitcaps_ref(f64(u), f64(W), None, 3), name="v")

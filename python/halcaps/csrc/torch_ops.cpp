@@ -49,7 +49,10 @@ std::string shape_string(const at::Tensor &t) {
     return out.str();
 }
 
-[[noreturn]] void raise_status(const Call &call, StatusCode code, const std::string &message) {
+[[noreturn]] void raise_status(const Call &call, StatusCode code, std::string message) {
+    // The library's messages start with its own name of the operator.
+    const std::string own_prefix = std::string(call.op) + ": ";
+    if (message.rfind(own_prefix, 0) == 0) message.erase(0, own_prefix.size());
     const std::string text = std::string("halcaps.") + call.op + ": " + halcaps::status_code_name(code) + ": " + message;
     switch (code) {
     case StatusCode::bad_rank:
@@ -189,8 +192,8 @@ at::Tensor predict(const at::Tensor &u_in, const at::Tensor &W_in, c10::string_v
 std::tuple<at::Tensor, at::Tensor> predict_backward(const at::Tensor &g_in, const at::Tensor &u_in,
                                                     const at::Tensor &W_in, c10::string_view implementation) {
     Call call{"predict_backward"};
-    at::Tensor g = prepare(call, "grad_u_hat", g_in), u = prepare(call, "u", u_in), W = prepare(call, "W", W_in);
-    check_rank(call, "grad_u_hat", g, 4, "[batch, in_caps, out_caps, out_dim]");
+    at::Tensor g = prepare(call, "g", g_in), u = prepare(call, "u", u_in), W = prepare(call, "W", W_in);
+    check_rank(call, "g", g, 4, "[batch, in_caps, out_caps, out_dim]");
     check_rank(call, "u", u, 3, "[batch, in_caps, in_dim]");
     check_rank(call, "W", W, 4, "[in_caps, out_caps, out_dim, in_dim]");
     at::Tensor grad_u = empty_on(call, u.sizes()), grad_W = empty_on(call, W.sizes());
@@ -257,9 +260,15 @@ DigitCapsArgs digitcaps_args(Call &call, const at::Tensor &u_in, const at::Tenso
     return a;
 }
 
-// routing_s's leading extent; a count below 1 is left for the library to
-// refuse (unsupported_iterations), with a tensor it can be handed.
-int64_t routing_s_extent(int64_t iterations) { return iterations >= 1 ? iterations : 1; }
+// routing_s [iterations, ...] cannot be made for a count below 1: refused
+// here as the library refuses it. Which counts >= 1 are built is the library's
+// to say.
+void check_iterations_allocatable(const Call &call, int64_t iterations) {
+    if (iterations < 1) {
+        raise_status(call, StatusCode::unsupported_iterations,
+                     "iterations must be >= 1, got " + std::to_string(iterations));
+    }
+}
 
 at::Tensor digitcaps(const at::Tensor &u_in, const at::Tensor &W_in, const std::optional<at::Tensor> &b0_in,
                      int64_t iterations, c10::string_view implementation) {
@@ -278,7 +287,8 @@ std::tuple<at::Tensor, at::Tensor> digitcaps_with_s(const at::Tensor &u_in, cons
     Call call{"digitcaps_with_s"};
     DigitCapsArgs a = digitcaps_args(call, u_in, W_in, b0_in);
     at::Tensor v = empty_on(call, {a.u.size(0), a.W.size(1), a.W.size(2)});
-    at::Tensor routing_s = empty_on(call, {routing_s_extent(iterations), a.u.size(0), a.W.size(1), a.W.size(2)});
+    check_iterations_allocatable(call, iterations);
+    at::Tensor routing_s = empty_on(call, {iterations, a.u.size(0), a.W.size(1), a.W.size(2)});
     Launch launch(call, std::string(implementation));
     check(call, halcaps::digitcaps_with_s(view(a.u), view(a.W), view(a.b0), view(v), view(routing_s),
                                           static_cast<int>(iterations), launch.options));
@@ -390,7 +400,7 @@ bool cuda_built() { return halcaps::cuda_built(); }
 
 TORCH_LIBRARY(halcaps, m) {
     m.def("predict(Tensor u, Tensor W, str implementation=\"\") -> Tensor");
-    m.def("predict_backward(Tensor grad_u_hat, Tensor u, Tensor W, str implementation=\"\") -> (Tensor, Tensor)");
+    m.def("predict_backward(Tensor g, Tensor u, Tensor W, str implementation=\"\") -> (Tensor, Tensor)");
     m.def("squash(Tensor s, str implementation=\"\") -> Tensor");
     m.def("route(Tensor u_hat, Tensor? b0, int iterations=3, str implementation=\"\") -> Tensor");
     m.def("route_backward(Tensor u_hat, Tensor? b0, Tensor grad_v, int iterations=3, bool compute_grad_b0=False, "
