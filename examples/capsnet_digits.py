@@ -109,7 +109,7 @@ def build(backend, seed, iterations=3, device="cpu"):
     return CapsNet(backend, iterations).to(device)
 
 
-def train(backend="halcaps", epochs=15, batch_size=64, lr=3e-3, seed=0, steps=None, device="cpu", log=print,
+def train(backend="halcaps", epochs=10, batch_size=64, lr=3e-3, seed=0, steps=None, device="cpu", log=print,
           evaluate=True):
     """Trains from `seed`; returns a dict of the run (losses per step, accuracy per epoch, ...).
 
@@ -198,7 +198,7 @@ def plot(runs, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["halcaps", "torch", "both"], default="halcaps")
-    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=64, help="global batch, split among the processes")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)

@@ -14,6 +14,7 @@
 // python/halcaps/_ops.py.
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -396,6 +397,23 @@ std::string implementations() {
 
 bool cuda_built() { return halcaps::cuda_built(); }
 
+// For bench/: mean microseconds of `repeats` direct C++ API calls of predict
+// on prepared views (no dispatcher, no allocation), to set beside the
+// Python operator's call time.
+double cpp_predict_call_us(const at::Tensor &u_in, const at::Tensor &W_in, int64_t repeats) {
+    Call call{"cpp_predict_call_us"};
+    at::Tensor u = prepare(call, "u", u_in), W = prepare(call, "W", W_in);
+    check_rank(call, "u", u, 3, "[batch, in_caps, in_dim]");
+    check_rank(call, "W", W, 4, "[in_caps, out_caps, out_dim, in_dim]");
+    at::Tensor u_hat = empty_on(call, {u.size(0), u.size(1), W.size(1), W.size(2)});
+    Launch launch(call, "");
+    const TensorView uv = view(u), Wv = view(W), out = view(u_hat);
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t n = 0; n < repeats; n++) check(call, halcaps::predict(uv, Wv, out, launch.options));
+    const std::chrono::duration<double, std::micro> spent = std::chrono::steady_clock::now() - start;
+    return spent.count() / static_cast<double>(repeats > 0 ? repeats : 1);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(halcaps, m) {
@@ -418,6 +436,7 @@ TORCH_LIBRARY(halcaps, m) {
     // Build information, no tensors: served for every dispatch key.
     m.def("implementations() -> str", &implementations);
     m.def("cuda_built() -> bool", &cuda_built);
+    m.def("cpp_predict_call_us(Tensor u, Tensor W, int repeats) -> float", &cpp_predict_call_us);
 }
 
 #define HALCAPS_REGISTER_KERNELS(m)                                         \
