@@ -240,20 +240,22 @@ torch.library.register_autograd("halcaps::capsconv", _capsconv_backward, setup_c
 
 
 # ---- functions -------------------------------------------------------------
+# They call each operator's .default overload, which skips the overload
+# lookup of torch.ops.halcaps.<name>(...).
 
 def predict(u: Tensor, W: Tensor, implementation: str = "") -> Tensor:
     """u_hat[b,i,j,e] = sum_k W[i,j,e,k] u[b,i,k]; u [B,I,K], W [I,J,E,K] -> [B,I,J,E]."""
-    return ops.predict(u, W, implementation)
+    return ops.predict.default(u, W, implementation)
 
 
 def squash(s: Tensor, implementation: str = "") -> Tensor:
     """squash over the last dimension: (|s|^2 / (1 + |s|^2)) s / sqrt(|s|^2 + 1e-9)."""
-    return ops.squash(s, implementation)
+    return ops.squash.default(s, implementation)
 
 
 def route(u_hat: Tensor, b0: Optional[Tensor] = None, iterations: int = 3, implementation: str = "") -> Tensor:
     """Dynamic routing of u_hat [B,I,J,E] from logits b0 [I,J] (None: zeros) -> v [B,J,E]."""
-    return ops.route(u_hat, b0, iterations, implementation)
+    return ops.route.default(u_hat, b0, iterations, implementation)
 
 
 def digitcaps(u: Tensor, W: Tensor, b0: Optional[Tensor] = None, iterations: int = 3, implementation: str = "",
@@ -267,13 +269,13 @@ def digitcaps(u: Tensor, W: Tensor, b0: Optional[Tensor] = None, iterations: int
     needs_grad = torch.is_grad_enabled() and (
         u.requires_grad or W.requires_grad or (b0 is not None and b0.requires_grad))
     if save_routing_sums and needs_grad:
-        return ops.digitcaps_with_s(u, W, b0, iterations, implementation)[0]
-    return ops.digitcaps(u, W, b0, iterations, implementation)
+        return ops.digitcaps_with_s.default(u, W, b0, iterations, implementation)[0]
+    return ops.digitcaps.default(u, W, b0, iterations, implementation)
 
 
 def capsconv(input: Tensor, filter: Tensor, stride: int = 1, padding: int = 0, implementation: str = "") -> Tensor:
     """Capsule convolution with 4x4 pose matrices: input [n,H,W,ci,4,4], filter [kh,kw,ci,co,4,4]."""
-    return ops.capsconv(input, filter, stride, padding, implementation)
+    return ops.capsconv.default(input, filter, stride, padding, implementation)
 
 
 def implementations():

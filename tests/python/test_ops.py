@@ -222,3 +222,62 @@ def test_every_operator_is_opchecked():
                   "digitcaps_with_s", "digitcaps_backward", "digitcaps_backward_with_s", "capsconv",
                   "capsconv_backward"}
     assert registered <= checked
+
+
+# ---- CUDA: streams and devices ------------------------------------------------
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("op", ["predict", "digitcaps", "digitcaps_with_s", "route", "capsconv"])
+def test_cuda_runs_on_the_current_stream(op):
+    """Inputs are written on a side stream behind a long sleep and the operator
+    is called on that stream: a kernel queued anywhere else (the legacy stream
+    does not wait for PyTorch's non-blocking streams) would read them unwritten."""
+    side = torch.cuda.Stream()
+    if op == "capsconv":
+        sources = [fresh(2, 9, 7, 3, 4, 4, device="cuda"), fresh(3, 3, 3, 2, 4, 4, device="cuda")]
+    elif op == "route":
+        sources = [fresh(4, 37, 10, 16, device="cuda", scale=0.5)]
+    else:
+        sources = [fresh(4, 37, 8, device="cuda", scale=0.5), fresh(37, 10, 16, 8, device="cuda", scale=0.5)]
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        inputs = [torch.zeros_like(t) for t in sources]
+        torch.cuda._sleep(200_000_000)
+        for dst, src in zip(inputs, sources):
+            dst.copy_(src)
+        if op == "capsconv":
+            out = halcaps.capsconv(*inputs, 2, 1)
+        elif op == "route":
+            out = halcaps.route(inputs[0], None, 3)
+        elif op == "digitcaps_with_s":
+            out = ops.digitcaps_with_s(inputs[0], inputs[1], None, 3)[0]
+        else:
+            out = getattr(halcaps, op)(*inputs)
+        side.synchronize()
+    if op == "capsconv":
+        ref = capsconv_ref(f64(sources[0]), f64(sources[1]), 2, 1)
+    elif op == "route":
+        ref = route_ref(f64(sources[0]), None, 3)
+    elif op == "predict":
+        ref = predict_ref(f64(sources[0]), f64(sources[1]))
+    else:
+        ref = digitcaps_ref(f64(sources[0]), f64(sources[1]), None, 3)
+    assert_close(out, ref, name=op)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 CUDA devices")
+def test_cuda_second_device():
+    """Tensors on cuda:1 while cuda:0 is the current device: run on cuda:1 (device guard, its context)."""
+    u, W = fresh(4, 7, 8, device="cuda:1", requires_grad=True), fresh(7, 10, 16, 8, device="cuda:1", requires_grad=True)
+    with torch.cuda.device(0):
+        v = halcaps.digitcaps(u, W)
+        v.sum().backward()
+    assert v.device == torch.device("cuda:1") and u.grad.device == torch.device("cuda:1")
+    uu, WW = f64(u), f64(W)
+    ref = digitcaps_ref(uu, WW, None, 3)
+    assert_close(v, ref, name="v")
+    want = torch.autograd.grad(ref.sum(), [uu, WW])
+    assert_close(u.grad, want[0], name="grad_u")
+    assert_close(W.grad, want[1], name="grad_W")
