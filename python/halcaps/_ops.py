@@ -259,13 +259,19 @@ def route(u_hat: Tensor, b0: Optional[Tensor] = None, iterations: int = 3, imple
 
 
 def digitcaps(u: Tensor, W: Tensor, b0: Optional[Tensor] = None, iterations: int = 3, implementation: str = "",
-              save_routing_sums: bool = True) -> Tensor:
+              save_routing_sums: Optional[bool] = None) -> Tensor:
     """The DigitCaps layer: prediction then routing; u [B,I,K], W [I,J,E,K], b0 [I,J] or None -> v [B,J,E].
 
     When a gradient will be taken and save_routing_sums is set, runs the
     library's training pair (digitcaps_with_s / digitcaps_backward_with_s):
     the forward keeps every iteration's weighted sums and the backward starts
-    from them instead of recomputing them."""
+    from them instead of recomputing them; unset, the plain forward and the
+    recomputing backward (digitcaps / digitcaps_backward). None picks the
+    faster for the device: the pair on CUDA, the plain ones on the CPU (where
+    the forward keeping the sums is the slower one: bench/torch_training_step.py,
+    the "recompute s" row)."""
+    if save_routing_sums is None:
+        save_routing_sums = u.is_cuda
     needs_grad = torch.is_grad_enabled() and (
         u.requires_grad or W.requires_grad or (b0 is not None and b0.requires_grad))
     if save_routing_sums and needs_grad:
