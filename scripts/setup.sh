@@ -58,7 +58,7 @@ fi
 # --- configure and build ---------------------------------------------------
 say "building in build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR="$halide_dir" \
-      -DHALCAPS_WITH_TORCH="$with_torch" >/dev/null
+      -DHALCAPS_WITH_TORCH="$with_torch" -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build build -j "$(nproc)"
 
 # --- the Python package ----------------------------------------------------

@@ -94,3 +94,13 @@ def seeded():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: needs a CUDA device (skipped without one)")
+
+
+def built(op, device):
+    return any(r["op"] == op and r["device"] == device for r in halcaps.implementations())
+
+
+def require_built(op, device):
+    """xfail (with the reason) an operator this build's library has no kernel of on `device`."""
+    if not built(op, device):
+        pytest.xfail(f"the library has no {op} kernel for {device}")
