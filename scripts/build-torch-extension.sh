@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 2 ]; then
-    sed -n '2,11p' "$0"
+    sed -n '2,10p' "$0"
     exit 2
 fi
 torch_dir=$(cd "$1" && pwd)
