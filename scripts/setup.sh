@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs whatever is missing on a Debian machine and builds halcaps in build/.
 #   Debian packages: Catch2 2.x, CLI11, a C++ compiler, Python's venv
-#   .venv/: Halide 21.0.0, CMake and Ninja from PyPI (requirements.txt)
+#   .venv/: Halide 21.0.0, CMake and Ninja from PyPI (requirements.txt);
+#           PyTorch, pytest, scikit-learn and scikit-build-core (requirements-torch.txt),
+#           then the halcaps Python package, installed from build/ (HALCAPS_WITH_TORCH=OFF skips these)
 #   CUDA: the toolkit already on the machine (nvcc on PATH or in /usr/local/cuda);
 #         without it the CUDA parts are skipped and everything else builds.
 set -euo pipefail
@@ -32,6 +34,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     .venv/bin/python -m pip install -q -r requirements.txt
     echo "$wanted" > "$stamp"
 fi
+with_torch=${HALCAPS_WITH_TORCH:-ON}
+torch_stamp=.venv/requirements-torch.sha256
+wanted_torch=$(sha256sum requirements-torch.txt | cut -d' ' -f1)
+if [ "$with_torch" = ON ] && { [ ! -f "$torch_stamp" ] || [ "$(cat "$torch_stamp")" != "$wanted_torch" ]; }; then
+    say "installing PyTorch and the Python test tools into .venv (requirements-torch.txt)"
+    .venv/bin/python -m pip install -q -r requirements-torch.txt
+    echo "$wanted_torch" > "$torch_stamp"
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 halide_dir=$(.venv/bin/python -c 'import halide, os; print(os.path.join(os.path.dirname(halide.__file__), "lib64", "cmake", "Halide"))')
 
@@ -47,5 +57,14 @@ fi
 
 # --- configure and build ---------------------------------------------------
 say "building in build/"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR="$halide_dir" >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR="$halide_dir" \
+      -DHALCAPS_WITH_TORCH="$with_torch" -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build build -j "$(nproc)"
+
+# --- the Python package ----------------------------------------------------
+# pip runs the package build (pyproject.toml) in build/ itself: the kernels
+# built above are up to date, so it only installs the extension and python/.
+if [ "$with_torch" = ON ]; then
+    say "installing the halcaps Python package into .venv (from build/)"
+    .venv/bin/python -m pip install -q --no-build-isolation --no-deps -C build-dir=build .
+fi
