@@ -69,6 +69,7 @@ set(expected
     "route -B 100000 -I 100000|u_hat \\[batch, in_caps, out_caps, out_dim\\] = \\[100000, 100000, 10, 16\\] has 1600000000000 elements, 6400000000000 bytes"
     "digitcaps -I 100000 -J 100000|W \\[in_caps, out_caps, out_dim, in_dim\\] = \\[100000, 100000, 16, 8\\] has"
     "capsconv -H 100000 -W 100000 --in-caps 100|input \\[n, H, W, ci, 4, 4\\] = \\[1, 100000, 100000, 100, 4, 4\\] has 16000000000000 elements"
+    "bench --device cpu --op digitcaps --shapes 100000:100000:8:10:16 --repeats 1|u = \\[100000, 100000, 8\\] has 80000000000 elements, 320000000000 bytes"
     "predict -B 0|--batch is 0. it must be positive"
     "digitcaps -K -2|--in-dim is -2. it must be positive"
     # An unknown subcommand is named, with the valid ones.
