@@ -156,9 +156,10 @@ std::vector<std::string> implementations_of(const std::string &op, Device device
 // `sets` copies of the same input data (for rotation); copy 0 is used for checking.
 class InputSets {
 public:
-    InputSets(const std::vector<int64_t> &shape, Device device, int sets, std::mt19937_64 &rng) {
+    // `what` names the tensor in errors (e.g. one too large to allocate).
+    InputSets(const std::vector<int64_t> &shape, Device device, int sets, std::mt19937_64 &rng, const char *what) {
         for (int n = 0; n < sets; n++) {
-            copies_.push_back(std::make_unique<Tensor>(shape, device));
+            copies_.push_back(std::make_unique<Tensor>(shape, device, what));
             if (n == 0) {
                 copies_[0]->fill_normal(rng);
             } else {
@@ -322,8 +323,8 @@ void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, d
     const auto &s = shape.s;
     const double input_bytes = 4.0 * (s.u_size() + s.W_size());
     const int sets = rotation_sets(device, input_bytes);
-    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
-    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng, "u");
+    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng, "W");
     Tensor u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device);
     const double bytes = input_bytes + 4.0 * s.u_hat_size();
     const double flops = 2.0 * s.u_hat_size() * s.in_dim;
@@ -395,9 +396,9 @@ void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, 
     const auto &s = shape.s;
     const double input_bytes = 4.0 * (s.u_hat_size() + s.u_size() + s.W_size());
     const int sets = rotation_sets(device, input_bytes);
-    InputSets g({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng);
-    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
-    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+    InputSets g({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng, "g");
+    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng, "u");
+    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng, "W");
     Tensor grad_u({s.batch, s.in_caps, s.in_dim}, device), grad_W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
     const double bytes = input_bytes + 4.0 * (s.u_size() + s.W_size());
     const double flops = 4.0 * s.u_hat_size() * s.in_dim;
@@ -511,8 +512,8 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     if (runs_op(a, "digitcaps")) {  // and digitcaps_with_s
         const double input_bytes = 4.0 * (s.u_size() + s.W_size());
         const int sets = rotation_sets(device, input_bytes);
-        InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
-        InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
+        InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng, "u");
+        InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng, "W");
         const auto ref = reference::digitcaps_f64(s, u.first().host().data(), W.first().host().data(), nullptr,
                                                   kIterations);
         run_op("digitcaps", ref, input_bytes + 4.0 * s.v_size(), layer_flops,
@@ -550,7 +551,7 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
     }
     if (runs_op(a, "route")) {
         const int sets = rotation_sets(device, u_hat_bytes);
-        InputSets u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng);
+        InputSets u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng, "u_hat");
         const auto ref = reference::route_f64(s.routing(), u_hat.first().host().data(), nullptr, kIterations);
         run_op("route", ref, u_hat_bytes + 4.0 * s.v_size(), route_flops,
                [&](const Options &o, int n) { return route(u_hat.view(n), TensorView{}, v.view(), kIterations, o); },
@@ -572,8 +573,8 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
     const std::vector<int64_t> filter_shape{s.kernel_h, s.kernel_w, s.in_caps, s.out_caps, 4, 4};
     const double input_bytes = 4.0 * (s.input_size() + s.filter_size());
     const int sets = rotation_sets(device, input_bytes);
-    InputSets input(in_shape, device, sets, rng);
-    InputSets filter(filter_shape, device, sets, rng);
+    InputSets input(in_shape, device, sets, rng, "input");
+    InputSets filter(filter_shape, device, sets, rng, "filter");
     Tensor output({s.batch, OH, OW, s.out_caps, 4, 4}, device);
     const double bytes = input_bytes + 4.0 * s.output_size();
     const auto ref = reference::capsconv_f64(s, input.first().host().data(), filter.first().host().data());
@@ -716,9 +717,9 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
     const reference::DigitCapsShape s{p.batch, p.in_caps, p.in_dim, p.out_caps, p.out_dim};
     const double input_bytes = 4.0 * (s.u_size() + s.W_size() + s.v_size());
     const int sets = rotation_sets(device, input_bytes);
-    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng);
-    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng);
-    InputSets grad_v({s.batch, s.out_caps, s.out_dim}, device, sets, rng);
+    InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng, "u");
+    InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng, "W");
+    InputSets grad_v({s.batch, s.out_caps, s.out_dim}, device, sets, rng, "grad_v");
     Tensor grad_u({s.batch, s.in_caps, s.in_dim}, device), grad_W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
     const auto ref = reference::digitcaps_backward_f64(s, u.first().host().data(), W.first().host().data(), nullptr,
                                                        grad_v.first().host().data(), kIterations);

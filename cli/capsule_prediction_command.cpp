@@ -1,7 +1,8 @@
 // `halcaps predict`: capsule prediction (and with --backward its gradients)
 // on random inputs or .npy files, on the CPU or a CUDA device. Every
 // implementation run is checked against the float64 reference, with outputs
-// poisoned with NaN first, and only then timed.
+// poisoned with NaN first, and only then timed. The library sees the
+// arguments first: the reference runs only on arguments it accepted.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -28,11 +29,6 @@ struct PredictArgs {
     uint64_t seed = 0;  // 0: draw one
 };
 
-void save_npy(const std::string &path, const Tensor &t) {
-    std::string error;
-    if (!npy::write_float32(path, t.shape(), t.host().data(), &error)) throw UsageError{error};
-}
-
 // One row of the results table.
 void print_row(const char *op, const std::string &implementation, const reference::Comparison *check,
                const Timing &t, double bytes_floor, double flops, double copy_gbs) {
@@ -45,17 +41,29 @@ void print_row(const char *op, const std::string &implementation, const referenc
 
 void run_predict(PredictArgs &a) {
     const Device device = parse_device(a.device);
-    std::optional<npy::Array> u_file, W_file, g_file;
+    std::optional<NpyInput> u_file, W_file, g_file;
     if (!a.u_path.empty()) {
-        u_file = load_npy(a.u_path, 3, "[batch, in_caps, in_dim]");
-        W_file = load_npy(a.W_path, 4, "[in_caps, out_caps, out_dim, in_dim]");
-        a.shape = {u_file->shape[0], u_file->shape[1], u_file->shape[2], W_file->shape[1], W_file->shape[2]};
+        // B, I and K from u; J and E from W, whose I and K must agree with u's.
+        u_file = load_npy_input("--u", a.u_path, {"batch", "in_caps", "in_dim"});
+        W_file = load_npy_input("--W", a.W_path, {"in_caps", "out_caps", "out_dim", "in_dim"});
+        require_same_extent(*W_file, 0, *u_file, 1, "in_caps");
+        require_same_extent(*W_file, 3, *u_file, 2, "in_dim");
+        a.shape = {u_file->extent(0), u_file->extent(1), u_file->extent(2), W_file->extent(1), W_file->extent(2)};
     }
     const auto &s = a.shape;
-    for (int64_t extent : {s.batch, s.in_caps, s.in_dim, s.out_caps, s.out_dim}) {
-        if (extent <= 0) throw UsageError{"every extent must be positive"};
+    const std::pair<int64_t, const char *> extents[] = {{s.batch, "--batch"},   {s.in_caps, "--in-caps"},
+                                                        {s.in_dim, "--in-dim"}, {s.out_caps, "--out-caps"},
+                                                        {s.out_dim, "--out-dim"}};
+    for (const auto &[extent, flag] : extents) {
+        if (extent <= 0) throw UsageError{std::string(flag) + " is " + std::to_string(extent) + "; it must be positive"};
     }
-    if (!a.g_path.empty()) g_file = load_npy(a.g_path, 4, "[batch, in_caps, out_caps, out_dim]");
+    if (!a.g_path.empty()) g_file = load_npy_input("--g", a.g_path, {"batch", "in_caps", "out_caps", "out_dim"});
+    // Every tensor's size is checked before the first is allocated.
+    const std::vector<int64_t> u_shape{s.batch, s.in_caps, s.in_dim}, W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim},
+        u_hat_shape{s.batch, s.in_caps, s.out_caps, s.out_dim};
+    checked_element_count("u [batch, in_caps, in_dim]", u_shape);
+    checked_element_count("W [in_caps, out_caps, out_dim, in_dim]", W_shape);
+    checked_element_count("u_hat [batch, in_caps, out_caps, out_dim]", u_hat_shape);
 
     if (a.seed == 0) a.seed = std::random_device{}() | 1;
     std::mt19937_64 rng(a.seed);
@@ -64,11 +72,11 @@ void run_predict(PredictArgs &a) {
                 (long long)s.in_caps, (long long)s.in_dim, (long long)s.out_caps, (long long)s.out_dim,
                 (unsigned long long)a.seed);
 
-    Tensor u({s.batch, s.in_caps, s.in_dim}, device), W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
-    Tensor u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device);
+    Tensor u(u_shape, device, "u [batch, in_caps, in_dim]"), W(W_shape, device, "W [in_caps, out_caps, out_dim, in_dim]");
+    Tensor u_hat(u_hat_shape, device, "u_hat [batch, in_caps, out_caps, out_dim]");
     if (u_file) {
-        u.host() = u_file->data;
-        W.host() = W_file->data;
+        u.assign(u_file->array, u_file->source());
+        W.assign(W_file->array, W_file->source());
     } else {
         u.fill_normal(rng);
         W.fill_normal(rng);
@@ -88,7 +96,7 @@ void run_predict(PredictArgs &a) {
     int failures = 0;
     const double forward_bytes = 4.0 * (u.size() + W.size() + u_hat.size());
     const double forward_flops = 2.0 * u_hat.size() * s.in_dim;
-    const std::vector<double> u_hat_ref = reference::predict_f64(s, u.host().data(), W.host().data());
+    std::vector<double> u_hat_ref;  // once the library has accepted the arguments
     const auto forward_tol = reference::float32_sum_tolerance(s.in_dim);
     bool saved = false;
     for (const std::string &name : implementations_to_run("predict", a.implementation, device)) {
@@ -98,6 +106,7 @@ void run_predict(PredictArgs &a) {
         u_hat.poison();
         check(predict(u.view(), W.view(), u_hat.view(), options));
         u_hat.download();
+        if (u_hat_ref.empty()) u_hat_ref = reference::predict_f64(s, u.host().data(), W.host().data());
         const auto result = reference::compare(u_hat.host().data(), u_hat_ref, forward_tol);
         failures += !result.passed;
         const Timing t = time_calls(device, a.warmup, a.repeats,
@@ -119,22 +128,19 @@ void run_predict(PredictArgs &a) {
         return;
     }
 
-    Tensor g({s.batch, s.in_caps, s.out_caps, s.out_dim}, device);
-    Tensor grad_u({s.batch, s.in_caps, s.in_dim}, device), grad_W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device);
+    Tensor g(u_hat_shape, device, "g [batch, in_caps, out_caps, out_dim]");
+    Tensor grad_u(u_shape, device, "grad_u [batch, in_caps, in_dim]");
+    Tensor grad_W(W_shape, device, "grad_W [in_caps, out_caps, out_dim, in_dim]");
     if (g_file) {
-        if (g_file->shape != g.shape()) {
-            throw UsageError{a.g_path + ": expected shape " + shape_string(g.shape()) + ", got " +
-                             shape_string(g_file->shape)};
-        }
-        g.host() = g_file->data;
+        g.assign(g_file->array, g_file->source());
     } else {
         g.fill_normal(rng);
     }
     g.upload();
+    if (!a.save_inputs_prefix.empty()) save_npy(a.save_inputs_prefix + "g.npy", g);
     const double backward_bytes = 4.0 * (g.size() + u.size() + W.size() + grad_u.size() + grad_W.size());
     const double backward_flops = 2.0 * 2.0 * g.size() * s.in_dim;
-    const auto grad_u_ref = reference::predict_grad_input_f64(s, g.host().data(), W.host().data());
-    const auto grad_W_ref = reference::predict_grad_weight_f64(s, g.host().data(), u.host().data());
+    std::vector<double> grad_u_ref, grad_W_ref;  // once the library has accepted the arguments
     bool saved_grads = false;
     for (const std::string &name : implementations_to_run("predict_backward", a.implementation, device)) {
         Options options;
@@ -145,6 +151,10 @@ void run_predict(PredictArgs &a) {
         check(predict_backward(g.view(), u.view(), W.view(), grad_u.view(), grad_W.view(), options));
         grad_u.download();
         grad_W.download();
+        if (grad_u_ref.empty()) {
+            grad_u_ref = reference::predict_grad_input_f64(s, g.host().data(), W.host().data());
+            grad_W_ref = reference::predict_grad_weight_f64(s, g.host().data(), u.host().data());
+        }
         const auto u_check = reference::compare(grad_u.host().data(), grad_u_ref,
                                                 reference::float32_sum_tolerance(s.out_caps * s.out_dim));
         const auto W_check =
@@ -193,7 +203,8 @@ void add_predict_command(CLI::App &app) {
     cmd->add_option("--schedule", args->implementation,
                     "implementation to run (see `halcaps info`); default: the device's default; 'all': every one, "
                     "plus the naive OpenMP loops on the CPU");
-    cmd->add_flag("--backward", args->backward, "also run both gradients (grad_u, grad_W) from g = dL/du_hat");
+    auto *backward =
+        cmd->add_flag("--backward", args->backward, "also run both gradients (grad_u, grad_W) from g = dL/du_hat");
     auto *u_in = cmd->add_option("--u", args->u_path, "read u [B, I, K] from this .npy file (float32, C order)")
                      ->check(CLI::ExistingFile);
     auto *W_in = cmd->add_option("--W", args->W_path, "read W [I, J, E, K] from this .npy file (float32, C order)")
@@ -201,13 +212,18 @@ void add_predict_command(CLI::App &app) {
     u_in->needs(W_in);
     W_in->needs(u_in);
     for (CLI::Option *shape_flag : {batch, in_caps, in_dim, out_caps, out_dim}) u_in->excludes(shape_flag);
-    cmd->add_option("--g", args->g_path, "with --backward: read g = dL/du_hat [B, I, J, E] from this .npy file")
-        ->check(CLI::ExistingFile);
+    // The gradients' files need --backward (an error without it, rather than a file silently not read or written).
+    cmd->add_option("--g", args->g_path, "read g = dL/du_hat [B, I, J, E] from this .npy file (needs --backward)")
+        ->check(CLI::ExistingFile)
+        ->needs(backward);
     cmd->add_option("--out", args->u_hat_path, "write u_hat [B, I, J, E] to this .npy file");
-    cmd->add_option("--out-grad-u", args->grad_u_path, "with --backward: write grad_u [B, I, K] to this .npy file");
-    cmd->add_option("--out-grad-W", args->grad_W_path, "with --backward: write grad_W [I, J, E, K] to this .npy file");
+    cmd->add_option("--out-grad-u", args->grad_u_path, "write grad_u [B, I, K] to this .npy file (needs --backward)")
+        ->needs(backward);
+    cmd->add_option("--out-grad-W", args->grad_W_path, "write grad_W [I, J, E, K] to this .npy file (needs --backward)")
+        ->needs(backward);
     cmd->add_option("--save-inputs", args->save_inputs_prefix,
-                    "write the inputs used to PREFIXu.npy and PREFIXW.npy (to rerun on the same data)");
+                    "write the inputs used to PREFIXu.npy and PREFIXW.npy, and with --backward PREFIXg.npy "
+                    "(to rerun on the same data)");
     cmd->add_option("--warmup", args->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
         ->capture_default_str();
     cmd->add_option("--repeats", args->repeats, "timed calls; the median is reported")->check(CLI::Range(1, 100000))

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -24,10 +25,24 @@ void cuda_check(cudaError_t err, const char *what) {
 }
 #endif
 
-int64_t product(const std::vector<int64_t> &shape) {
-    int64_t n = 1;
-    for (int64_t extent : shape) n *= extent;
-    return n;
+// "36864 bytes (36.9 kB)": the exact count and a readable size.
+// A count as digits while it is exact in a double, else as "1.23e+40".
+std::string count_string(double count) {
+    char text[32];
+    std::snprintf(text, sizeof text, count < 1e15 ? "%.0f" : "%.3g", count);
+    return text;
+}
+
+// "36864 bytes (36.9 kB)": the count and a readable size.
+std::string bytes_string(double bytes) {
+    const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+    double scaled = bytes;
+    int unit = 0;
+    while (scaled >= 1000 && unit < 6) scaled /= 1000, unit++;
+    char readable[32];
+    std::snprintf(readable, sizeof readable, "%.1f %s", scaled, units[unit]);
+    const std::string exact = count_string(bytes) + " bytes";
+    return unit == 0 || scaled >= 1000 ? exact : exact + " (" + readable + ")";
 }
 
 }  // namespace
@@ -38,13 +53,50 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Tensor::Tensor(std::vector<int64_t> shape, Device device)
-    : shape_(std::move(shape)), device_(device), host_(product(shape_)) {
+int64_t checked_element_count(const std::string &what, const std::vector<int64_t> &shape) {
+    // Halide indexes a buffer with 32-bit integers: one tensor holds at most 2^31-1 elements.
+    constexpr int64_t most = std::numeric_limits<int32_t>::max();
+    double asked = 1;  // elements, in floating point so that the message can say how many even past 2^63
+    for (int64_t extent : shape) {
+        if (extent <= 0) {
+            throw UsageError{what + " = " + shape_string(shape) + ": every extent must be positive"};
+        }
+        asked *= static_cast<double>(extent);
+    }
+    if (asked > most) {
+        throw UsageError{what + " = " + shape_string(shape) + " has " + count_string(asked) + " elements, " +
+                         bytes_string(4 * asked) + ": more than the 2^31-1 elements a halcaps tensor holds"};
+    }
+    return static_cast<int64_t>(asked);  // exact: a product of integers below 2^31
+}
+
+Tensor::Tensor(std::vector<int64_t> shape, Device device, std::string what)
+    : shape_(std::move(shape)), device_(device), what_(std::move(what)) {
+    const int64_t count = checked_element_count(what_, shape_);
+    try {
+        host_.resize(static_cast<size_t>(count));
+    } catch (const std::bad_alloc &) {
+        throw UsageError{what_ + " = " + shape_string(shape_) + ": cannot allocate " +
+                         bytes_string(4.0 * count) + " of host memory"};
+    }
 #if HALCAPS_WITH_CUDA
     if (device_ == Device::cuda) {
-        cuda_check(cudaMalloc(&device_data_, host_.size() * sizeof(float)), "cudaMalloc");
+        const cudaError_t err = cudaMalloc(&device_data_, host_.size() * sizeof(float));
+        if (err != cudaSuccess) {
+            device_data_ = nullptr;
+            throw UsageError{what_ + " = " + shape_string(shape_) + ": cudaMalloc of " + bytes_string(4.0 * count) +
+                             " failed: " + cudaGetErrorString(err)};
+        }
     }
 #endif
+}
+
+void Tensor::assign(const npy::Array &array, const std::string &source) {
+    if (array.shape != shape_) {
+        throw UsageError{"extent_mismatch: " + source + " has shape " + shape_string(array.shape) + " but " + what_ +
+                         " must be " + shape_string(shape_) + " here"};
+    }
+    host_ = array.data;  // the same element count as the shape: npy::read_float32 guarantees it
 }
 
 Tensor::~Tensor() {
@@ -102,15 +154,16 @@ TensorView Tensor::view() {
 }
 
 std::vector<std::string> implementations_to_run(const std::string &op, const std::string &requested, Device device,
-                                                int iterations) {
+                                                std::optional<int> iterations) {
     if (requested != "all") return {requested};
     std::vector<std::string> names;
     for (const auto &info : list_implementations()) {
         if (info.op != op || info.device != device) continue;
-        const bool built = iterations == 0 || std::find(info.iterations.begin(), info.iterations.end(), iterations) !=
-                                                  info.iterations.end();
+        const bool built = !iterations || std::find(info.iterations.begin(), info.iterations.end(), *iterations) !=
+                                              info.iterations.end();
         if (built) names.push_back(info.implementation);
     }
+    if (names.empty()) names.push_back("");  // the default's call says why nothing applies
     return names;
 }
 
@@ -128,6 +181,14 @@ Device parse_device(const std::string &name) {
 
 void check(const Status &status) {
     if (!status.ok()) throw UsageError{std::string(status_code_name(status.code)) + ": " + status.message};
+}
+
+void check_routing(const Status &status, int iterations) {
+    if (status.code == StatusCode::unsupported_iterations) {
+        throw UsageError{"--iterations " + std::to_string(iterations) + ": " + status_code_name(status.code) + ": " +
+                         status.message};
+    }
+    check(status);
 }
 
 namespace {
@@ -301,6 +362,41 @@ npy::Array load_npy(const std::string &path, size_t rank, const char *layout) {
                          shape_string(array.shape)};
     }
     return array;
+}
+
+NpyInput load_npy_input(const std::string &option, const std::string &path, const std::vector<const char *> &dims) {
+    std::string layout = "[";
+    for (size_t d = 0; d < dims.size(); d++) layout += std::string(d ? ", " : "") + dims[d];
+    layout += "]";
+    NpyInput input{option, path, load_npy(path, dims.size(), layout.c_str())};
+    for (size_t d = 0; d < dims.size(); d++) {
+        if (input.extent(d) <= 0) {
+            throw UsageError{input.source() + ": extent " + std::to_string(d) + " (" + dims[d] + ") of " +
+                             shape_string(input.array.shape) + " is " + std::to_string(input.extent(d)) +
+                             "; every extent must be positive"};
+        }
+    }
+    return input;
+}
+
+void require_same_extent(const NpyInput &a, size_t da, const NpyInput &b, size_t db, const char *dim) {
+    if (a.extent(da) == b.extent(db)) return;
+    throw UsageError{"extent_mismatch: " + a.source() + " has " + dim + " = " + std::to_string(a.extent(da)) +
+                     " (extent " + std::to_string(da) + " of " + shape_string(a.array.shape) + ") but " + b.source() +
+                     " has " + dim + " = " + std::to_string(b.extent(db)) + " (extent " + std::to_string(db) + " of " +
+                     shape_string(b.array.shape) + ")"};
+}
+
+void require_extent(const NpyInput &a, size_t d, int64_t expected, const char *dim) {
+    if (a.extent(d) == expected) return;
+    throw UsageError{"extent_mismatch: " + a.source() + " has " + dim + " = " + std::to_string(a.extent(d)) +
+                     " (extent " + std::to_string(d) + " of " + shape_string(a.array.shape) + "); it must be " +
+                     std::to_string(expected)};
+}
+
+void save_npy(const std::string &path, const Tensor &t) {
+    std::string error;
+    if (!npy::write_float32(path, t.shape(), t.host().data(), &error)) throw UsageError{error};
 }
 
 }  // namespace halcaps::cli

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <fstream>
+#include <sstream>
 #include <limits>
 #include <new>
 
@@ -275,13 +276,13 @@ private:
 // Reading
 
 // Reads exactly n bytes, failing on a short read.
-bool read_exact(std::ifstream& in, char* dst, std::size_t n) {
+bool read_exact(std::istream& in, char* dst, std::size_t n) {
     in.read(dst, static_cast<std::streamsize>(n));
     return static_cast<std::size_t>(in.gcount()) == n;
 }
 
 // The file's size in bytes, leaving the stream at the start.
-bool file_size(std::ifstream& in, uint64_t* size) {
+bool file_size(std::istream& in, uint64_t* size) {
     in.seekg(0, std::ios::end);
     const std::streamoff end = in.tellg();
     in.seekg(0, std::ios::beg);
@@ -292,7 +293,7 @@ bool file_size(std::ifstream& in, uint64_t* size) {
 
 // Checks the magic string and version and reads the header length. On success the stream is at
 // the first byte of the header and *prefix_len counts the bytes before it.
-bool read_prefix(std::ifstream& in, uint64_t size, uint64_t* header_len, uint64_t* prefix_len,
+bool read_prefix(std::istream& in, uint64_t size, uint64_t* header_len, uint64_t* prefix_len,
                  std::string* why) {
     unsigned char lead[kMagicLen + kVersionLen] = {};
     const std::size_t lead_len = size < sizeof lead ? static_cast<std::size_t>(size) : sizeof lead;
@@ -333,7 +334,7 @@ bool read_prefix(std::ifstream& in, uint64_t size, uint64_t* header_len, uint64_
 
 // Reads and parses the header dict. The file size is checked first, so a huge header length in a
 // small file never makes us allocate.
-bool read_header(std::ifstream& in, uint64_t size, uint64_t prefix_len, uint64_t header_len, Header* header,
+bool read_header(std::istream& in, uint64_t size, uint64_t prefix_len, uint64_t header_len, Header* header,
                  std::string* why) {
     const uint64_t available = size - prefix_len;
     if (header_len > available) {
@@ -363,7 +364,7 @@ bool check_header(const Header& header, std::string* why) {
 }
 
 // Reads the data that follows the header; the file must hold exactly that many bytes more.
-bool read_data(std::ifstream& in, uint64_t size, uint64_t data_offset, int64_t count, std::vector<float>* data,
+bool read_data(std::istream& in, uint64_t size, uint64_t data_offset, int64_t count, std::vector<float>* data,
                std::string* why) {
     const uint64_t expected = static_cast<uint64_t>(count) * kFloatBytes;  // no overflow: see element_count
     const uint64_t found = size - data_offset;
@@ -384,13 +385,8 @@ bool read_data(std::ifstream& in, uint64_t size, uint64_t data_offset, int64_t c
     return true;
 }
 
-// read_float32 without the path prefix on errors and without the out-of-memory guard.
-bool read_file(const std::string& path, Array* out, std::string* why) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        *why = "cannot open file";
-        return false;
-    }
+// read_float32 on an open stream, without the path prefix on errors and without the out-of-memory guard.
+bool read_stream(std::istream& in, Array* out, std::string* why) {
     uint64_t size = 0;
     if (!file_size(in, &size)) {
         *why = "cannot read file (not a regular file?)";
@@ -412,6 +408,15 @@ bool read_file(const std::string& path, Array* out, std::string* why) {
     array.shape = std::move(header.shape);
     *out = std::move(array);
     return true;
+}
+
+bool read_file(const std::string& path, Array* out, std::string* why) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        *why = "cannot open file";
+        return false;
+    }
+    return read_stream(in, out, why);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -473,6 +478,20 @@ bool read_float32(const std::string& path, Array* out, std::string* error) {
         why = "out of memory";
     }
     if (!ok) *error = path + ": " + why;
+    return ok;
+}
+
+bool read_float32_from_memory(const std::string& name, const void* bytes, std::size_t size, Array* out,
+                              std::string* error) {
+    std::string why;
+    bool ok = false;
+    try {
+        std::istringstream in(std::string(static_cast<const char*>(bytes), size), std::ios::binary);
+        ok = read_stream(in, out, &why);
+    } catch (const std::bad_alloc&) {
+        why = "out of memory";
+    }
+    if (!ok) *error = name + ": " + why;
     return ok;
 }
 

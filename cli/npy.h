@@ -7,6 +7,7 @@
 // numpy/lib/format.py ("NEP 1").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,11 @@ struct Array {
 // '=f4' (native order of whichever machine wrote the file) and '|f4' are rejected: NumPy itself always
 // writes '<f4' for little-endian float32, and '=' does not say which order the bytes are in.
 bool read_float32(const std::string& path, Array* out, std::string* error);
+
+// The same on the `size` bytes at `bytes` (a file's whole contents); `name`
+// starts the error messages in place of the path.
+bool read_float32_from_memory(const std::string& name, const void* bytes, std::size_t size, Array* out,
+                              std::string* error);
 
 // Writes a version 1.0 .npy file ('<f4', fortran_order False, the given shape; header padded with spaces and
 // terminated by '\n' so that magic+len+header is a multiple of 64 bytes, as NumPy does). The bytes are the

@@ -457,7 +457,10 @@ inline void check_backward_on_hard_inputs(Device device) {
             REQUIRE(std::fabs(y) <= 1e-30f);
         }
     };
-    for (const auto &[scale, logit_scale] : cases) {
+    for (const auto &scales : cases) {
+        // Plain variables, not a structured binding: the lambdas below
+        // capture them, which C++17 allows only for variables (clang refuses).
+        const float scale = scales.first, logit_scale = scales.second;
         for (int iterations : {1, 3}) {
             INFO("seed " << seed() << ", scale " << scale << ", b0 scale " << logit_scale << ", " << iterations
                          << " iterations");

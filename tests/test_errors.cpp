@@ -2,6 +2,7 @@
 // message that names the offending argument.
 #include <cstdint>
 
+#include "capsconv_reference.h"
 #include "test_support.h"
 
 using namespace halcaps;
@@ -168,4 +169,59 @@ TEST_CASE("status codes have stable names", "[errors]") {
     REQUIRE(std::string(status_code_name(StatusCode::extent_mismatch)) == "extent_mismatch");
     REQUIRE(std::string(status_code_name(StatusCode::device_unavailable)) == "device_unavailable");
     REQUIRE(std::string(status_code_name(StatusCode::misaligned_pointer)) == "misaligned_pointer");
+}
+
+// Cases the fuzz targets (fuzz/) found; each failed before its fix.
+
+TEST_CASE("capsconv: a stride or pad past the kernels' range is bad_parameter, not a kernel failure", "[errors]") {
+    // fuzz_capsconv: stride 2^31-1 reached the kernels (which take at most
+    // 2^20) and came back as internal_error. One output pixel: any stride
+    // past the image gives the same output shape.
+    std::vector<float> input = random_normal(3 * 3 * 16), filter = random_normal(16), output(16), grad_input(3 * 3 * 16),
+                       grad_filter(16), grad_output = random_normal(16);
+    const TensorView in = host_view(input, {1, 3, 3, 1, 4, 4}), k = host_view(filter, {1, 1, 1, 1, 4, 4});
+    const TensorView out = host_view(output, {1, 1, 1, 1, 4, 4}), g = host_view(grad_output, {1, 1, 1, 1, 4, 4});
+    const TensorView gi = host_view(grad_input, {1, 3, 3, 1, 4, 4}), gk = host_view(grad_filter, {1, 1, 1, 1, 4, 4});
+    Options o;
+    o.device = Device::cpu;
+    REQUIRE(capsconv(in, k, out, {1 << 20, 0}, o).ok());  // the largest stride the kernels take
+    require_status(capsconv(in, k, out, {2147483647, 0}, o), StatusCode::bad_parameter,
+                   "capsconv: stride is 2147483647; the kernels take at most 1048576");
+    require_status(capsconv_backward(in, k, g, gi, gk, {2147483647, 0}, o), StatusCode::bad_parameter,
+                   "capsconv_backward: stride is 2147483647; the kernels take at most 1048576");
+    require_status(capsconv(in, k, out, {1, (1 << 20) + 1}, o), StatusCode::bad_parameter,
+                   "capsconv: pad is 1048577; the kernels take at most 1048576");
+}
+
+TEST_CASE("capsconv: stride and pad in range but huge: a result or out_of_memory, never a kernel failure", "[errors]") {
+    // fuzz_capsconv: stride 2^20 on a one-pixel output made the direct
+    // kernels' padded-input tiles pass 2^31 bytes (internal_error); with one
+    // pixel the stride is never applied, so it now runs.
+    std::vector<float> input = random_normal(6 * 1 * 3 * 16), filter = random_normal(4 * 1 * 3 * 3 * 16);
+    std::vector<float> output = nan_filled(3 * 16);
+    const reference::CapsConvShape one_pixel{1, 6, 1, 3, 4, 1, 3, 1 << 20, 1};
+    Options o;
+    o.device = Device::cpu;
+    const Status s = capsconv(host_view(input, {1, 6, 1, 3, 4, 4}), host_view(filter, {4, 1, 3, 3, 4, 4}),
+                              host_view(output, {1, 1, 1, 3, 4, 4}), {1 << 20, 1}, o);
+    INFO(s.message);
+    REQUIRE(s.ok());
+    require_matches("one-pixel output at stride 2^20", output,
+                    reference::capsconv_f64(one_pixel, input.data(), filter.data()),
+                    4 * 3 * 4);
+    // Pad 2^20 on a 3x3 image at stride 2^20: a 3x3 output whose padded
+    // input the kernels would materialize (2^42 pixels): out_of_memory.
+    std::vector<float> small_input = random_normal(9 * 16), small_filter = random_normal(16);
+    std::vector<float> small_output = nan_filled(9 * 16);
+    const Status big = capsconv(host_view(small_input, {1, 3, 3, 1, 4, 4}), host_view(small_filter, {1, 1, 1, 1, 4, 4}),
+                                host_view(small_output, {1, 3, 3, 1, 4, 4}), {1 << 20, 1 << 20}, o);
+    INFO(big.message);
+    if (!big.ok()) {
+        REQUIRE(big.code == StatusCode::out_of_memory);
+    } else {
+        const reference::CapsConvShape shape{1, 3, 3, 1, 1, 1, 1, 1 << 20, 1 << 20};
+        require_matches("3x3 output at pad 2^20", small_output,
+                        reference::capsconv_f64(shape, small_input.data(), small_filter.data()),
+                        16);
+    }
 }

@@ -463,3 +463,26 @@ TEST_CASE("npy: writer rejects bad input and unwritable paths", "[npy]") {
         CHECK(error == path + ": cannot open file for writing");
     }
 }
+
+TEST_CASE("npy: reading from memory agrees with reading the file, and names the buffer on errors", "[npy]") {
+    TempDir dir;
+    const std::string path = dir.file("in_memory.npy");
+    const std::vector<float> values = random_nonzero(6, 7);
+    std::string error;
+    REQUIRE(write_float32(path, {2, 3}, values.data(), &error));
+    const Bytes bytes = read_bytes(path);
+    Array from_memory;
+    REQUIRE(halcaps::npy::read_float32_from_memory("buffer", bytes.data(), bytes.size(), &from_memory, &error));
+    const Array from_file = read_ok(path);
+    CHECK(from_memory.shape == from_file.shape);
+    CHECK(bits(from_memory.data) == bits(from_file.data));
+    // Every proper prefix is refused with a message that starts with the name given.
+    for (std::size_t size = 0; size < bytes.size(); ++size) {
+        Array untouched;
+        std::string why;
+        CAPTURE(size);
+        REQUIRE_FALSE(halcaps::npy::read_float32_from_memory("buffer", bytes.data(), size, &untouched, &why));
+        CHECK(why.rfind("buffer: ", 0) == 0);
+        CHECK(untouched.shape.empty());
+    }
+}

@@ -26,6 +26,10 @@ Status fail(const char *op, StatusCode code, const std::string &message) {
     return {code, std::string(op) + ": " + message};
 }
 
+// The largest stride and pad the kernels take (their Input<int32_t> ranges
+// in generators/capsconv.cpp); a kernel handed more fails its own check.
+constexpr int kMaxStrideOrPad = 1 << 20;
+
 // After the tensors' own checks: stride and pad in range, 4x4 poses, a
 // filter that fits the padded image, and output extents that agree.
 Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams &params, const char *output_name) {
@@ -36,8 +40,11 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
     if (params.pad < 0) {
         return fail(op, StatusCode::bad_parameter, "pad is " + std::to_string(params.pad) + "; it must be at least 0");
     }
-    if (params.pad > (std::numeric_limits<int32_t>::max() >> 2)) {
-        return fail(op, StatusCode::bad_parameter, "pad is " + std::to_string(params.pad) + "; it is too large");
+    if (params.stride > kMaxStrideOrPad || params.pad > kMaxStrideOrPad) {
+        const bool stride = params.stride > kMaxStrideOrPad;
+        return fail(op, StatusCode::bad_parameter,
+                    std::string(stride ? "stride" : "pad") + " is " + std::to_string(stride ? params.stride : params.pad) +
+                        "; the kernels take at most " + std::to_string(kMaxStrideOrPad));
     }
     for (const char *dim : {"pose_row", "pose_col"}) {
         if (checks.extent(dim) != 4) {
@@ -67,6 +74,14 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
         }
     }
     return Status::success();
+}
+
+// The stride and pad handed to the direct kernels. With one output pixel the
+// stride is never applied, so the kernels get 1: their tiles of the padded
+// input grow with the stride (at stride 2^20 past 2^31 bytes).
+std::vector<int32_t> kernel_scalars(const ArgumentChecks &checks, const ConvParams &params) {
+    const bool one_pixel = checks.extent("out_height") == 1 && checks.extent("out_width") == 1;
+    return {one_pixel ? 1 : params.stride, params.pad};
 }
 
 // The forward's default on the CPU depends on co: `cpu_co4` blocks 4 output
@@ -174,7 +189,7 @@ Status capsconv(const TensorView &input, const TensorView &filter, const TensorV
         const HalideKernelEntry *kernel = nullptr;
         if (Status s = detail::find_kernel(op, "capsconv", name, device, &kernel); !s.ok()) return s;
         return detail::run_halide(op, kernel->function, device, options, {input, filter}, {output},
-                                  {params.stride, params.pad}, {"input", "filter", "output"});
+                                  kernel_scalars(checks, params), {"input", "filter", "output"});
     };
     const Status result = run_direct(implementation);
     const bool defaulted = options.implementation.empty() && implementation == kCudaDirectDefault;
@@ -211,12 +226,12 @@ Status capsconv_backward(const TensorView &input, const TensorView &filter, cons
         return s;
     }
     if (Status s = detail::run_halide(op, grad_in->function, device, options, {grad_output, filter}, {grad_input},
-                                      {params.stride, params.pad}, {"grad_output", "filter", "grad_input"});
+                                      kernel_scalars(checks, params), {"grad_output", "filter", "grad_input"});
         !s.ok()) {
         return s;
     }
     return detail::run_halide(op, grad_filt->function, device, options, {grad_output, input}, {grad_filter},
-                              {params.stride, params.pad}, {"grad_output", "input", "grad_filter"});
+                              kernel_scalars(checks, params), {"grad_output", "input", "grad_filter"});
 }
 
 namespace detail {

@@ -76,6 +76,13 @@ Status status_from_halide(const char *op, int error_code, const std::string &err
     std::string message = std::string(op) + ": kernel failed (Halide error " + std::to_string(error_code) + ")";
     if (!error_text.empty()) message += ": " + one_line(error_text);
     if (error_code == halide_error_code_out_of_memory) return {StatusCode::out_of_memory, message};
+    // An intermediate larger than one Halide allocation can be (2^31-1 bytes;
+    // capsconv's padded input at a large pad or stride): the arguments are
+    // valid but need more memory than the kernel can allocate.
+    if (error_code == halide_error_code_buffer_allocation_too_large ||
+        error_code == halide_error_code_buffer_extents_too_large) {
+        return {StatusCode::out_of_memory, message};
+    }
     // A schedule that handles only some shapes says so with specialize_fail
     // (capsconv's staged_rows: tiles past the launch's shared memory).
     if (error_code == halide_error_code_specialize_fail) return {StatusCode::unsupported_shape, message};

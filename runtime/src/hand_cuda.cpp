@@ -471,7 +471,7 @@ Status run_hand_cuda_route(const TensorView &, const TensorView &, const TensorV
     return {StatusCode::device_unavailable, "route: this build of halcaps has no CUDA support"};
 }
 Status run_hand_cuda_digitcaps(const TensorView &, const TensorView &, const TensorView &, const TensorView &,
-                               const TensorView *, int, const Options &) {
+                               const TensorView *, const TensorView *, int, const Options &) {
     return {StatusCode::device_unavailable, "digitcaps: this build of halcaps has no CUDA support"};
 }
 Status run_hand_cuda_route_backward(const TensorView &, const TensorView &, const TensorView &, const TensorView &,
@@ -479,8 +479,9 @@ Status run_hand_cuda_route_backward(const TensorView &, const TensorView &, cons
     return {StatusCode::device_unavailable, "route_backward: this build of halcaps has no CUDA support"};
 }
 Status run_hand_cuda_digitcaps_backward(const TensorView &, const TensorView &, const TensorView &,
-                                        const TensorView *, const TensorView &, const TensorView &,
-                                        const TensorView &, const TensorView &, int, const Options &) {
+                                        const TensorView *, const TensorView *, const TensorView &,
+                                        const TensorView &, const TensorView &, const TensorView &, int,
+                                        const Options &) {
     return {StatusCode::device_unavailable, "digitcaps_backward: this build of halcaps has no CUDA support"};
 }
 

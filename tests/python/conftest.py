@@ -1,6 +1,6 @@
 """Shared pieces of the Python tests: float64 references written in plain
 PyTorch (einsum, softmax, the squash, conv2d after permutes), fresh inputs,
-the comparison rule of DESIGN.md §2, and the iteration counts this build has."""
+the comparison rule of docs/design.md §2, and the iteration counts this build has."""
 import pytest
 import torch
 

@@ -174,8 +174,9 @@ Status digitcaps_backward_with_c(const TensorView &u, const TensorView &W, const
 //   OH = (H + 2 pad - kh) / stride + 1, OW = (W + 2 pad - kw) / stride + 1
 //   output[n,y,x,co] = sum_{dy,dx,ci} input[n, y stride + dy - pad, x stride + dx - pad, ci] . filter[dy,dx,ci,co]
 // where . is the 4x4 matrix product (O_ij = sum_c I_ic K_cj) and input outside
-// the image is zero. stride >= 1 and pad >= 0 are run-time values: any pair is
-// served by the same kernels (bad_parameter otherwise); the output's spatial
+// the image is zero. stride (1 to 2^20) and pad (0 to 2^20) are run-time values:
+// any pair is served by the same kernels (bad_parameter otherwise; out_of_memory
+// where a kernel's padded input would pass 2^31-1 bytes); the output's spatial
 // extents must be the ones above (extent_mismatch otherwise). The forward's
 // Winograd implementations (winograd2x2_*, winograd4x4_*) take 3x3 filters
 // at stride 1 only (unsupported_shape otherwise); with no implementation
