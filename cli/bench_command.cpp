@@ -63,6 +63,7 @@ struct Row {
     double floor_bytes = 0, floor_us = 0;
     double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
     double peak_device_mb = std::nan("");  // routing ops on CUDA: device memory a call allocates (DeviceMemoryProbe)
+    double pct_fma_peak = std::nan("");    // CPU rows: GFLOP/s as a percentage of the FMA peak measured in the run
     std::string check_summary;
     // capsconv rows: their own dims (JSON object and text), and the extra
     // device memory a peer needs beyond the operator's tensors.
@@ -842,14 +843,19 @@ std::string iso_time_now() {
 }
 
 void write_json(const std::string &path, const BenchArgs &a, const std::string &device_label, Device device,
-                double copy_gbs, double write_gbs, const std::vector<Row> &rows, const std::string &date) {
+                double copy_gbs, double write_gbs, const FmaPeak &fma_peak, const std::vector<Row> &rows,
+                const std::string &date) {
     std::ofstream out(path);
     if (!out) throw UsageError{"--json: cannot write " + path};
     out << "{\n  \"tool\": \"halcaps bench\",\n  \"command\": " << json_string(a.command_line)
         << ",\n  \"date\": " << json_string(date) << ",\n  \"device\": " << json_string(device_label)
         << ",\n  \"device_kind\": " << json_string(device_name(device))
         << ",\n  \"copy_bandwidth_gbs\": " << json_number(copy_gbs)
-        << ",\n  \"write_bandwidth_gbs\": " << json_number(write_gbs) << ",\n  \"rows\": [\n";
+        << ",\n  \"write_bandwidth_gbs\": " << json_number(write_gbs)
+        << (fma_peak.gflops > 0 ? ",\n  \"fma_peak_gflops\": " + json_number(fma_peak.gflops) +
+                                      ",\n  \"fma_peak_isa\": " + json_string(fma_peak.isa)
+                                : std::string())
+        << ",\n  \"rows\": [\n";
     for (size_t n = 0; n < rows.size(); n++) {
         const Row &r = rows[n];
         out << "    {\"operator\": " << json_string(r.op) << ", \"shape\": " << json_string(r.shape)
@@ -869,6 +875,7 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
             << (r.host_bound ? ", \"host_bound\": true" : "")
             << ", \"gbs\": " << json_number(r.gbs) << ", \"gflops\": " << json_number(r.gflops)
             << ", \"pct_bandwidth\": " << json_number(r.pct_bandwidth)
+            << (std::isnan(r.pct_fma_peak) ? std::string() : ", \"pct_fma_peak\": " + json_number(r.pct_fma_peak))
             << ", \"speedup_vs_naive\": " << json_number(r.speedup_vs_naive)
             << ", \"floor_bytes\": " << json_number(r.floor_bytes) << ", \"floor_us\": " << json_number(r.floor_us)
             << (r.u_hat_write_us > 0 ? ", \"u_hat_write_us\": " + json_number(r.u_hat_write_us) : std::string())
@@ -882,7 +889,8 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
 }
 
 void write_markdown(const std::string &path, const BenchArgs &a, const std::string &device_label, Device device,
-                    double copy_gbs, double write_gbs, const std::vector<Row> &rows, const std::string &date) {
+                    double copy_gbs, double write_gbs, const FmaPeak &fma_peak, const std::vector<Row> &rows,
+                    const std::string &date) {
     std::ofstream out(path);
     if (!out) throw UsageError{"--markdown: cannot write " + path};
     out << "# halcaps bench (" << (a.ops == "all" ? std::string("every operator") : a.ops) << ") on " << device_label
@@ -890,6 +898,10 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         << "- date: " << date << "\n- command: `" << a.command_line << "`\n"
         << "- copy bandwidth measured in the same run: " << json_number(copy_gbs) << " GB/s (bytes read + written); "
         << "write-only (memset) bandwidth: " << json_number(write_gbs) << " GB/s\n"
+        << (fma_peak.gflops > 0 ? "- fp32 FMA peak measured in the same run: " + json_number(fma_peak.gflops) +
+                                      " GFLOP/s (" + fma_peak.isa + ", " + std::to_string(fma_peak.threads) +
+                                      " threads); % FMA is each row's GFLOP/s against it\n"
+                                : std::string())
         << "- every row was checked against the float64 reference (fresh random inputs, NaN-poisoned outputs) "
            "before it was timed; median of "
         << a.repeats << " calls after " << a.warmup << " warm-up calls, inputs rotated past the "
@@ -910,6 +922,7 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
            "cudaMemGetInfo's free memory; 2 MiB driver pages) and, for the hand-written CUDA, the "
            "cudaMallocAsync pool's high-water mark; the cache stays on for the timings "
            "(cli/bench_command.cpp, DeviceMemoryProbe)\n";
+    const bool with_fma = fma_peak.gflops > 0;
     std::string current;
     // Below each group's table: why a row is n/a or wrong.
     std::vector<std::string> notes;
@@ -934,17 +947,18 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
                                                " µs at the write bandwidth"
                                          : std::string())
                 << "\n\n"
-                << "| implementation | family | check | µs | call µs | GB/s | % copy BW | GFLOP/s | × vs "
-                << naive_name(plain_op(r.op), device) << " | device MB" << (r.op == "capsconv" ? " | extra memory" : "")
-                << " |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|" << (r.op == "capsconv" ? "---|" : "")
-                << "\n";
+                << "| implementation | family | check | µs | call µs | GB/s | % copy BW | GFLOP/s | "
+                << (with_fma ? "% FMA | " : "") << "× vs " << naive_name(plain_op(r.op), device) << " | device MB"
+                << (r.op == "capsconv" ? " | extra memory" : "") << " |\n|---|---|---|---:|---:|---:|---:|---:|"
+                << (with_fma ? "---:|" : "") << "---:|---:|" << (r.op == "capsconv" ? "---|" : "") << "\n";
         }
         out << "| " << r.implementation << " | " << r.family << " | "
             << (r.applies && !r.valid ? "**WRONG**" : check_text(r)) << " | " << number_text(r.us, "%.1f")
             << (r.host_bound ? " (host-bound)" : "") << " | " << number_text(r.call_us, "%.1f") << " | "
             << number_text(r.gbs, "%.0f") << " | " << number_text(r.pct_bandwidth, "%.1f%%") << " | "
-            << number_text(r.gflops, "%.0f") << " | " << number_text(r.speedup_vs_naive, "%.2f") << " | "
-            << memory_text(r.peak_device_mb) << " |";
+            << number_text(r.gflops, "%.0f") << " | "
+            << (with_fma ? number_text(r.pct_fma_peak, "%.1f%%") + " | " : std::string())
+            << number_text(r.speedup_vs_naive, "%.2f") << " | " << memory_text(r.peak_device_mb) << " |";
         if (r.op == "capsconv") {
             out << " " << (r.extra_bytes > 0 ? json_number(r.extra_bytes / 1e6) + " MB (" + r.extra_note + ")" : "")
                 << " |";
@@ -1004,10 +1018,10 @@ void run_bench(BenchArgs &a) {
     std::printf("halcaps bench: %s (%s), seed %llu, measured now: copy %.0f GB/s (read + write), write-only %.0f GB/s\n",
                 device_label.c_str(), device_name(device), (unsigned long long)a.seed, copy_gbs, write_gbs);
 
-    // Compute-bound CPU rows (the capsule convolution) are also put against
-    // the fp32 FMA peak, measured now on the same machine.
+    // Every CPU row is also put against the fp32 FMA peak, measured now on
+    // the same machine, so each row shows its distance to the limit.
     FmaPeak fma_peak;
-    if (device == Device::cpu && runs_op(a, "capsconv")) {
+    if (device == Device::cpu) {
         fma_peak = measure_cpu_fma_peak();
         std::printf("fp32 FMA peak measured now: %.0f GFLOP/s (%s, %d threads)\n", fma_peak.gflops,
                     fma_peak.isa.c_str(), fma_peak.threads);
@@ -1026,27 +1040,30 @@ void run_bench(BenchArgs &a) {
         for (const auto &shape : capsconv_shapes) bench_capsconv(a, shape, device, copy_gbs, rng, rows);
     }
     fill_speedups(rows, device);
+    if (fma_peak.gflops > 0) {
+        for (Row &r : rows) {
+            if (r.valid && std::isfinite(r.gflops) && r.gflops > 0) r.pct_fma_peak = 100.0 * r.gflops / fma_peak.gflops;
+        }
+    }
 
-    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %9s %8s %7s %9s %8s %9s\n", "op", "shape", "implementation",
-                "family", "check", "us", "call us", "GB/s", "%copy", "GFLOP/s", "x naive", "device MB");
+    std::printf("%-17s %-11s %-18s %-12s %-6s %9s %9s %8s %7s %9s %6s %8s %9s\n", "op", "shape", "implementation",
+                "family", "check", "us", "call us", "GB/s", "%copy", "GFLOP/s", "%FMA", "x naive", "device MB");
     int wrong = 0;
     for (const Row &r : rows) {
         wrong += r.applies && !r.valid;
-        std::printf("%-17s %-11s %-18s %-12s %-6s %9s %9s %8s %7s %9s %8s %9s\n", r.op.c_str(), r.shape.c_str(),
+        std::printf("%-17s %-11s %-18s %-12s %-6s %9s %9s %8s %7s %9s %6s %8s %9s\n", r.op.c_str(), r.shape.c_str(),
                     r.implementation.c_str(), r.family.c_str(), check_text(r), number_text(r.us, "%.1f").c_str(),
                     number_text(r.call_us, "%.1f").c_str(), number_text(r.gbs, "%.0f").c_str(),
                     number_text(r.pct_bandwidth, "%.1f%%").c_str(), number_text(r.gflops, "%.0f").c_str(),
-                    number_text(r.speedup_vs_naive, "%.2f").c_str(), memory_text(r.peak_device_mb).c_str());
+                    number_text(r.pct_fma_peak, "%.1f%%").c_str(), number_text(r.speedup_vs_naive, "%.2f").c_str(),
+                    memory_text(r.peak_device_mb).c_str());
         if (r.host_bound) std::printf("    host-bound: the call waits on the device, so us includes host time\n");
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
         if (r.extra_bytes > 0) std::printf("    extra memory %.1f MB: %s\n", r.extra_bytes / 1e6, r.extra_note.c_str());
-        if (r.op == "capsconv" && fma_peak.gflops > 0 && r.valid) {
-            std::printf("    %.1f%% of the measured fp32 FMA peak\n", 100.0 * r.gflops / fma_peak.gflops);
-        }
     }
-    if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, rows, date);
+    if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, fma_peak, rows, date);
     if (!a.markdown_path.empty()) {
-        write_markdown(a.markdown_path, a, device_label, device, copy_gbs, write_gbs, rows, date);
+        write_markdown(a.markdown_path, a, device_label, device, copy_gbs, write_gbs, fma_peak, rows, date);
     }
     if (wrong) throw UsageError{std::to_string(wrong) + " implementation(s) gave wrong results"};
 }

@@ -168,10 +168,11 @@ CudaDefault cuda_default(const std::string &op) {
 }
 
 // On the CPU every op's default is the device's ("cpu"), except
-// digitcaps_with_s, built with the fused layer's CPU schedule only.
-std::string cpu_default(const std::string &op, const Options &options) {
-    if (op == "digitcaps_with_s") return "fused_cpu";
-    return detail::chosen_implementation(options, Device::cpu);
+// digitcaps_with_s, built with the fused layer's CPU schedules only:
+// cpu_passes where it is built for the iteration count, else fused_cpu.
+CudaDefault cpu_default(const std::string &op) {
+    if (op == "digitcaps_with_s") return {"cpu_passes", "fused_cpu"};
+    return {nullptr, "cpu"};
 }
 
 // The device, implementation and kernel for a routing op, once the tensors
@@ -182,17 +183,15 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
-    if (options.implementation.empty() && *device == Device::cuda) {
-        const CudaDefault d = cuda_default(op);
+    if (options.implementation.empty()) {
+        const CudaDefault d = *device == Device::cuda ? cuda_default(op) : cpu_default(op);
         if (d.preferred != nullptr &&
             detail::find_routing_kernel(op, generators_of(op), d.preferred, *device, iterations, kernel).ok()) {
             return Status::success();
         }
         return detail::find_routing_kernel(op, generators_of(op), d.base, *device, iterations, kernel);
     }
-    const std::string implementation = !options.implementation.empty() ? options.implementation
-                                       : *device == Device::cpu           ? cpu_default(op, options)
-                                                                          : detail::chosen_implementation(options, *device);
+    const std::string implementation = options.implementation;
     return detail::find_routing_kernel(op, generators_of(op), implementation, *device, iterations, kernel);
 }
 
