@@ -67,28 +67,28 @@ Func max_over(const std::string &name, const std::vector<Var> &args, const RDom 
 // reinterpretation of the bits for a bit manipulation (no gradient).
 Expr autodiff_constant(const Expr &x) { return reinterpret(x.type(), reinterpret(UInt(x.type().bits()), x)); }
 
-// exp with IEEE's special values: NaN gives NaN, +inf gives +inf, -inf 0.
-// Halide's float32 exp gives 0 for NaN and for +inf (measured with Halide
-// 21 on x86, scalar and vector), so a NaN logit got coupling 0 and its NaN
-// vanished from the softmax. is_nan and is_inf are evaluated strictly on any
-// target (Halide.h), unlike comparisons, max and min, which assume no NaN.
-Expr exp_ieee(const Expr &x) { return select(is_nan(x), x, is_inf(x), select(x > 0.0f, x, 0.0f), exp(x)); }
-
 // The softmax over j (the RDom rj) of logits(j, i, b), shifted by the
 // largest logit so that exp never overflows. NaN and +-inf propagate as in
 // the plain formula (PyTorch's softmax): a NaN logit, or a +inf one (inf -
-// inf), makes the row's coefficients NaN; a -inf logit gets 0. The maximum
-// drops NaN (Halide's max), but then exp_ieee(NaN - max) puts the NaN into
-// exp_sum and every c of the row.
+// inf), makes the row's coefficients NaN; a -inf logit gets 0; a row of
+// -inf is NaN (0 / 0).
+// Halide's float32 exp gives 0 for NaN (and for +inf; measured with Halide
+// 21 on x86, scalar and vector), and its max drops NaN, so a NaN logit got
+// coupling 0 and its NaN vanished. The shifted logit is never +inf (the
+// maximum is at least the logit), so exp_sum's terms are NaN where it is
+// NaN (is_nan is evaluated strictly on any target, Halide.h; comparisons are
+// not), and c's exp needs no such select: exp_sum's NaN reaches every c of
+// the row.
 struct Softmax {
     Func logit_max, exp_sum, c;
 };
 Softmax define_softmax(const std::string &p, Func logits, Var j, Var i, Var b, const RDom &rj, bool for_autodiff) {
     Softmax s;
     s.logit_max = max_over(p + "logit_max", {i, b}, rj, rj.x.extent(), logits(rj, i, b), Float(32).min(), for_autodiff);
-    s.exp_sum = sum_over(p + "exp_sum", {i, b}, rj, exp_ieee(logits(rj, i, b) - s.logit_max(i, b)));
+    const Expr shifted = logits(rj, i, b) - s.logit_max(i, b);
+    s.exp_sum = sum_over(p + "exp_sum", {i, b}, rj, select(is_nan(shifted), shifted, exp(shifted)));
     s.c = Func(p + "c");
-    s.c(j, i, b) = exp_ieee(logits(j, i, b) - s.logit_max(i, b)) / s.exp_sum(i, b);
+    s.c(j, i, b) = exp(logits(j, i, b) - s.logit_max(i, b)) / s.exp_sum(i, b);
     return s;
 }
 
