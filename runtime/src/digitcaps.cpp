@@ -179,14 +179,15 @@ CudaDefault cuda_default(const std::string &op) {
 // route_backward and digitcaps_backward, whose default is the per-iteration
 // kernels ("steps"): faster than the unrolled "cpu" backward (which computes
 // every stage whole, u_hat 4r - 2 times for the layer) in every run measured.
-// MNIST b128, 3 iterations, the 2-core build machine under load from other
-// jobs (noisy), medians of 9 (5 for route_backward) in one process each:
-// digitcaps_backward steps 1555, 1285, 1055 ms against cpu 2085, 2267, 1714
+// MNIST b128, 3 iterations, the 2-core build machine, medians of 9 (5 for
+// route_backward): digitcaps_backward steps 309.5 ms against cpu 470.7
 // (`halcaps bench --device cpu --op digitcaps_backward --shapes mnist_b128
-// --implementations cpu,steps`); route_backward steps 814, 733 ms against
-// 1284, 931 (`halcaps route --backward --schedule cpu`, then `steps`). The
-// forwards stay unrolled: there "steps" was 1.5-1.8x (route) and 2.0-2.1x
-// (digitcaps) slower in the same runs.
+// --implementations cpu,steps`), route_backward 162.3 against 190.1
+// (`halcaps route --backward --schedule cpu`, then `steps`), with the
+// machine quiet; under load from other jobs 1555, 1285, 1055 ms against
+// 2085, 2267, 1714 and 814, 733 against 1284, 931. The forwards stay
+// unrolled: "steps" took 26.6 ms against 15.0 (route) and 69.9 against 25.6
+// (digitcaps) in the quiet run.
 std::string cpu_default(const std::string &op, const Options &options) {
     if (op == "digitcaps_with_s") return "fused_cpu";
     if (op == "route_backward" || op == "digitcaps_backward") return "steps";
