@@ -86,14 +86,17 @@ public:
         // Input pixel X gets output pixel x through tap dx when x s + dx - p = X.
         // Halide's / rounds down and % is never negative, so a tap that does
         // not divide exactly is dropped and a negative x reads g's zero exterior.
+        // A term whose output does not exist is 0, not 0 * K: a NaN or inf
+        // tap reaches only the pixels it multiplies (reference/capsconv_f64.cpp).
         const Expr ox = s.x + pad - r.z, oy = s.y + pad - r.w;
-        const Expr hits = (ox % stride == 0) && (oy % stride == 0);
+        const Expr hits = (ox % stride == 0) && (oy % stride == 0) && ox >= 0 && oy >= 0 &&
+                          ox / stride < g.dim(3).extent() && oy / stride < g.dim(4).extent();
         s.stride = stride;
         s.accum = Func("grad_I_accum");
         s.accum(s.c, s.i, s.ci, s.x, s.y, s.n) = 0.0f;
         s.accum(s.c, s.i, s.ci, s.x, s.y, s.n) +=
-            select(hits, s.g_pad(r.x, s.i, r.y, ox / stride, oy / stride, s.n), 0.0f) *
-            s.K_in(r.x, s.c, r.y, s.ci, r.z, r.w);
+            select(hits, s.g_pad(r.x, s.i, r.y, ox / stride, oy / stride, s.n) * s.K_in(r.x, s.c, r.y, s.ci, r.z, r.w),
+                   0.0f);
         grad_I(s.c, s.i, s.ci, s.x, s.y, s.n) = s.accum(s.c, s.i, s.ci, s.x, s.y, s.n);
         s.grad_I = grad_I;
 

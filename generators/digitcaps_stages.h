@@ -92,6 +92,31 @@ struct RoutingBackwardStages {
     std::vector<Halide::Func> outputs;            // the generator's outputs: copies of the above
 };
 
+// One routing iteration on its own, for the iteration counts that no
+// unrolled kernel is built for: runtime/src/digitcaps.cpp chains these,
+// keeping every iteration's logits and s for the backward. Generators:
+//   routing_step_s        (u_hat, logits) -> s                   s = sum_i c u_hat, c = softmax(logits)
+//   routing_step_logits   (u_hat, logits, s) -> logits_next      logits + u_hat . squash(s)
+//   routing_step_backward (u_hat, logits, s, g_logits_next, grad_u_hat_in) -> (g_logits, grad_u_hat):
+//                         an iteration that is not the last; grad_u_hat_in + its terms
+//   routing_step_backward_last (u_hat, logits, s, grad_v) -> (g_logits, grad_u_hat): the last
+// g_logits = dL/dlogits of the iteration (RoutingBackwardIteration::grad_logits).
+struct RoutingStepStages {
+    Halide::Func u_hat, logits;         // inputs (e, j, i, b), (j, i, b): this iteration's logits
+    Halide::Func logit_max, exp_sum, c; // the softmax over j of logits
+    Halide::Func s;                     // (e, j, b): routing_step_s: sum over i of c * u_hat (init + update
+                                        // over ri); the other steps: a read of the input s
+    SquashStages squash;                // not routing_step_s: v = squash(s)
+    Halide::Func agreement;             // routing_step_logits: (j, i, b) sum over e of u_hat * v
+    Halide::Func g_logits_next;         // routing_step_backward: the next iteration's g_logits (input)
+    Halide::Func grad_u_hat_in;         // routing_step_backward: the later iterations' terms of grad_u_hat (input)
+    RoutingBackwardIteration backward;  // the backward steps: grad_v (the input grad_v, or the sum over i
+                                        // of g_logits_next * u_hat in grad_v_agree) ... grad_logits
+    std::vector<Halide::Func> outputs;  // the generator's outputs
+    Halide::Var e, j, i, b;
+    Halide::RDom ri, rj, re;
+};
+
 // The fused DigitCaps layer (generator digitcaps_fused): the same math as
 // RoutingStages over a predicted u_hat, written as one pass per routing
 // iteration. Pass t has its own u_hat (W u recomputed, never shared with

@@ -24,9 +24,20 @@ struct Layout {
 };
 
 // Calls term(input offset, filter offset, output offset) for every
-// (output pixel, filter tap, ci, co) whose input pixel lies inside the image.
+// (output pixel, filter tap, ci, co); the input offset is -1 where the input
+// pixel lies in the zero padding. `with_padding` false: only the terms whose
+// input pixel lies inside the image.
+//
+// NaN and inf (docs/design.md §1.3 in IEEE arithmetic, as PyTorch's im2col
+// convolution computes it): the forward's sum runs over every tap, and a
+// padded input is a zero that multiplies the filter, so a NaN or inf tap
+// makes the outputs it meets in the padding NaN (0 * inf); so does the
+// filter's gradient, the sum of the padded input times grad_output. The
+// input's gradient sums only the terms in which the input pixel appears
+// (the padding is no input), so a filter tap reaches only the pixels it
+// multiplies.
 template <typename Term>
-void for_each_term(const CapsConvShape &s, Term term) {
+void for_each_term(const CapsConvShape &s, bool with_padding, Term term) {
     const Layout L(s);
     for (int64_t n = 0; n < s.batch; n++)
         for (int64_t y = 0; y < L.OH; y++)
@@ -34,21 +45,22 @@ void for_each_term(const CapsConvShape &s, Term term) {
                 for (int64_t dy = 0; dy < s.kernel_h; dy++)
                     for (int64_t dx = 0; dx < s.kernel_w; dx++) {
                         const int64_t iy = y * s.stride + dy - s.pad, ix = x * s.stride + dx - s.pad;
-                        if (iy < 0 || iy >= s.height || ix < 0 || ix >= s.width) continue;  // zero padding
+                        const bool padded = iy < 0 || iy >= s.height || ix < 0 || ix >= s.width;
+                        if (padded && !with_padding) continue;
                         for (int64_t ci = 0; ci < s.in_caps; ci++)
                             for (int64_t co = 0; co < s.out_caps; co++)
-                                term(L.in(n, iy, ix, ci), L.filt(dy, dx, ci, co), L.out(n, y, x, co));
+                                term(padded ? -1 : L.in(n, iy, ix, ci), L.filt(dy, dx, ci, co), L.out(n, y, x, co));
                     }
 }
 
 template <typename T>
 std::vector<double> forward(const CapsConvShape &s, const T *I, const T *K) {
     std::vector<double> O(s.output_size(), 0.0);
-    for_each_term(s, [&](int64_t i0, int64_t k0, int64_t o0) {
+    for_each_term(s, true, [&](int64_t i0, int64_t k0, int64_t o0) {
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 4; j++)
                 for (int c = 0; c < 4; c++)
-                    O[o0 + i * 4 + j] += double(I[i0 + i * 4 + c]) * double(K[k0 + c * 4 + j]);
+                    O[o0 + i * 4 + j] += (i0 < 0 ? 0.0 : double(I[i0 + i * 4 + c])) * double(K[k0 + c * 4 + j]);
     });
     return O;
 }
@@ -56,7 +68,7 @@ std::vector<double> forward(const CapsConvShape &s, const T *I, const T *K) {
 template <typename T>
 std::vector<double> grad_input(const CapsConvShape &s, const T *g, const T *K) {
     std::vector<double> gI(s.input_size(), 0.0);
-    for_each_term(s, [&](int64_t i0, int64_t k0, int64_t o0) {
+    for_each_term(s, false, [&](int64_t i0, int64_t k0, int64_t o0) {
         for (int i = 0; i < 4; i++)
             for (int c = 0; c < 4; c++)
                 for (int j = 0; j < 4; j++)
@@ -68,11 +80,11 @@ std::vector<double> grad_input(const CapsConvShape &s, const T *g, const T *K) {
 template <typename T>
 std::vector<double> grad_filter(const CapsConvShape &s, const T *g, const T *I) {
     std::vector<double> gK(s.filter_size(), 0.0);
-    for_each_term(s, [&](int64_t i0, int64_t k0, int64_t o0) {
+    for_each_term(s, true, [&](int64_t i0, int64_t k0, int64_t o0) {
         for (int c = 0; c < 4; c++)
             for (int j = 0; j < 4; j++)
                 for (int i = 0; i < 4; i++)
-                    gK[k0 + c * 4 + j] += double(I[i0 + i * 4 + c]) * double(g[o0 + i * 4 + j]);
+                    gK[k0 + c * 4 + j] += (i0 < 0 ? 0.0 : double(I[i0 + i * 4 + c])) * double(g[o0 + i * 4 + j]);
     });
     return gK;
 }

@@ -1,6 +1,9 @@
 // Comparing a float32 result with the float64 reference (docs/design.md §2):
-// every element must satisfy |x - ref| <= atol + rtol * |ref| (NaN never does),
-// and the norm-wise relative error ||x - ref|| / ||ref|| is reported.
+// where the reference is finite, every element must satisfy |x - ref| <=
+// atol + rtol * |ref| (NaN and inf never do); where it is NaN the result must
+// be NaN, where it is +-inf the same infinity (NaN and Inf propagate as the
+// formulas do in IEEE arithmetic, docs/design.md §1.2). The norm-wise relative
+// error ||x - ref|| / ||ref|| is reported over the finite elements of ref.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +24,10 @@ Tolerance float32_sum_tolerance(int64_t reduction_length);
 
 struct Comparison {
     bool passed = false;
-    double max_abs_error = 0;      // over all elements (infinity if any NaN)
-    double relative_l2_error = 0;  // ||x - ref|| / ||ref||
+    double max_abs_error = 0;      // over all elements (infinity if any is non-finite where ref is not, or unlike it)
+    double relative_l2_error = 0;  // ||x - ref|| / ||ref|| over the elements where ref is finite
     int64_t failures = 0;          // elements outside the tolerance (NaN included)
+    int64_t nonfinite_matched = 0; // elements NaN or +-inf as the reference's
     int64_t first_failure = -1;    // flat index of the first one, -1 if none
     double first_value = 0, first_expected = 0;
 

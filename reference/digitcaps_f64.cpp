@@ -4,6 +4,7 @@
 // tests/test_digitcaps_gradients.cpp.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "capsule_prediction_reference.h"
 #include "digitcaps_reference.h"
@@ -12,12 +13,22 @@ namespace halcaps::reference {
 
 namespace {
 
+// The largest of |x[0..n)|, NaN if any is NaN (std::max would drop it).
+double max_abs_or_nan(int64_t n, const double *x) {
+    double m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (std::isnan(x[k])) return x[k];
+        m = std::max(m, std::fabs(x[k]));
+    }
+    return m;
+}
+
 // v = f(|s|^2) s with f(n2) = n2 / ((1 + n2) sqrt(n2 + eps)). |s|^2 is
 // computed from s / max|s_e| so that it neither overflows nor loses all its
-// digits for huge or tiny s; s = 0 gives v = 0.
+// digits for huge or tiny s; s = 0 gives v = 0. A NaN or +-inf in s makes
+// the row NaN, as the plain formula does (|s|^2 NaN or inf, inf / inf).
 void squash_row(int64_t dim, const double *s, double *v) {
-    double m = 0;
-    for (int64_t e = 0; e < dim; e++) m = std::max(m, std::fabs(s[e]));
+    const double m = max_abs_or_nan(dim, s);
     if (m == 0) {
         std::fill(v, v + dim, 0.0);
         return;
@@ -60,7 +71,10 @@ struct RoutingTrace {
     std::vector<std::vector<double>> c, s, v;
 };
 
-RoutingTrace route_trace(const RoutingShape &sh, const double *u_hat, const double *b0, int iterations) {
+// `given_s` (null, or [iterations, B, J, E]): the weighted sums s of every
+// iteration taken from it instead of summed (digitcaps_backward_with_s).
+RoutingTrace route_trace(const RoutingShape &sh, const double *u_hat, const double *b0, int iterations,
+                         const double *given_s = nullptr) {
     const int64_t B = sh.batch, I = sh.in_caps, J = sh.out_caps, E = sh.out_dim;
     auto uh = [&](int64_t b, int64_t i, int64_t j, int64_t e) { return u_hat[((b * I + i) * J + j) * E + e]; };
     RoutingTrace trace;
@@ -71,17 +85,26 @@ RoutingTrace route_trace(const RoutingShape &sh, const double *u_hat, const doub
         std::vector<double> c(B * I * J), s(B * J * E, 0.0), v(B * J * E);
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < I; i++) {
-                // softmax over j, shifted by the largest logit so exp never overflows
+                // softmax over j, shifted by the largest logit so exp never
+                // overflows. As PyTorch's: a NaN logit makes the row NaN (the
+                // maximum is NaN), so does a +inf one (inf - inf), or a row
+                // of -inf (-inf - -inf); a -inf logit among finite ones gets 0.
                 const double *row = &logits[(b * I + i) * J];
-                const double mx = *std::max_element(row, row + J);
+                double mx = -std::numeric_limits<double>::infinity();
+                for (int64_t j = 0; j < J; j++) mx = std::isnan(row[j]) || std::isnan(mx) ? NAN : std::max(mx, row[j]);
                 double sum = 0;
                 for (int64_t j = 0; j < J; j++) sum += std::exp(row[j] - mx);
                 for (int64_t j = 0; j < J; j++) c[(b * I + i) * J + j] = std::exp(row[j] - mx) / sum;
             }
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < I; i++)
-                for (int64_t j = 0; j < J; j++)
-                    for (int64_t e = 0; e < E; e++) s[(b * J + j) * E + e] += c[(b * I + i) * J + j] * uh(b, i, j, e);
+        if (given_s != nullptr) {
+            std::copy(given_s + t * B * J * E, given_s + (t + 1) * B * J * E, s.begin());
+        } else {
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t i = 0; i < I; i++)
+                    for (int64_t j = 0; j < J; j++)
+                        for (int64_t e = 0; e < E; e++)
+                            s[(b * J + j) * E + e] += c[(b * I + i) * J + j] * uh(b, i, j, e);
+        }
         for (int64_t r = 0; r < B * J; r++) squash_row(E, &s[r * E], &v[r * E]);
         if (t + 1 < iterations) {
             for (int64_t b = 0; b < B; b++)
@@ -109,10 +132,10 @@ RoutingTrace route_trace(const RoutingShape &sh, const double *u_hat, const doub
 //   g_logits[t]  = g_logits[t+1] + c (gc - sum_j' c gc)              (softmax)
 // and grad_b0 = sum_b g_logits[0].
 RouteGradients route_backward_impl(const RoutingShape &sh, const double *u_hat, const double *b0,
-                                   const double *grad_v, int iterations) {
+                                   const double *grad_v, int iterations, const double *given_s = nullptr) {
     const int64_t B = sh.batch, I = sh.in_caps, J = sh.out_caps, E = sh.out_dim;
     auto uh_index = [&](int64_t b, int64_t i, int64_t j, int64_t e) { return ((b * I + i) * J + j) * E + e; };
-    const RoutingTrace trace = route_trace(sh, u_hat, b0, iterations);
+    const RoutingTrace trace = route_trace(sh, u_hat, b0, iterations, given_s);
     RouteGradients out;
     out.grad_u_hat.assign(sh.u_hat_size(), 0.0);
     std::vector<double> g_logits(B * I * J, 0.0);  // dL/dlogits[t+1]; zero past the last iteration
@@ -270,6 +293,22 @@ DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const dou
     DigitCapsGradients out;
     out.grad_u = predict_grad_input_f64(p, r.grad_u_hat.data(), W);
     out.grad_W = predict_grad_weight_f64(p, r.grad_u_hat.data(), u);
+    out.grad_b0 = std::move(r.grad_b0);
+    return out;
+}
+
+DigitCapsGradients digitcaps_backward_given_s_f64(const DigitCapsShape &shape, const float *u, const float *W,
+                                                  const float *b0, const float *routing_s, const float *grad_v,
+                                                  int iterations) {
+    const LayerInputs in(shape, u, W, b0);
+    const auto s_d = to_double(routing_s, iterations * shape.v_size()), grad_v_d = to_double(grad_v, shape.v_size());
+    const PredictShape p{shape.batch, shape.in_caps, shape.in_dim, shape.out_caps, shape.out_dim};
+    const auto u_hat = predict_f64(p, in.u.data(), in.W.data());
+    RouteGradients r = route_backward_impl(shape.routing(), u_hat.data(), in.b0_or_null(), grad_v_d.data(), iterations,
+                                           s_d.data());
+    DigitCapsGradients out;
+    out.grad_u = predict_grad_input_f64(p, r.grad_u_hat.data(), in.W.data());
+    out.grad_W = predict_grad_weight_f64(p, r.grad_u_hat.data(), in.u.data());
     out.grad_b0 = std::move(r.grad_b0);
     return out;
 }

@@ -86,5 +86,11 @@ DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const dou
                                           const double *b0, const double *grad_v, int iterations);
 DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const float *u, const float *W,
                                           const float *b0, const float *grad_v, int iterations);
+// digitcaps_backward_with_s's gradients: those of the layer at the weighted
+// sums s given in routing_s [iterations, B, J, E] (v of iteration t is
+// squash(routing_s[t])), not at the ones the routing would compute.
+DigitCapsGradients digitcaps_backward_given_s_f64(const DigitCapsShape &shape, const float *u, const float *W,
+                                                  const float *b0, const float *routing_s, const float *grad_v,
+                                                  int iterations);
 
 }  // namespace halcaps::reference

@@ -754,7 +754,59 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g, const
     root_fused_rows(g.outputs[2], 128);  // grad_b0
 }
 
+// ---------------------------------------------------- one routing step --
+
+// cpu for the routing_step_* generators: parallel over batch elements. The
+// forward steps compute a batch element's softmax, squash and sums inside
+// the output's loop over b, as routing_per_batch_element does (one pass over
+// its slice of u_hat a step); the backward steps, which have two outputs,
+// compute every stage whole first, as backward_cpu does.
+void routing_step_cpu(const std::string &generator, const Target &target, RoutingStepStages &st) {
+    const int vec = target.natural_vector_size<float>();
+    if (generator == "routing_step_backward" || generator == "routing_step_backward_last") {
+        for (Func f : {st.logit_max, st.exp_sum, st.c, st.squash.max_abs, st.squash.norm2_scaled, st.squash.v}) {
+            compute_root_eager(f, vec);
+        }
+        const RoutingBackwardIteration &it = st.backward;
+        for (Func f : {it.grad_v_agree, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c}) {
+            if (f.defined()) compute_root_eager(f, vec);
+        }
+        for (Func f : st.outputs) compute_root_eager(f, vec);
+        return;
+    }
+    Func out = st.outputs[0];
+    const std::vector<Var> args = out.args();
+    out.parallel(args.back()).vectorize(args.front(), vec, TailStrategy::GuardWithIf);
+    const LoopLevel at(out, args.back());
+    if (generator == "routing_step_s") {
+        for (Func f : {st.logit_max, st.exp_sum}) {
+            f.compute_at(at).vectorize(st.i, vec, TailStrategy::GuardWithIf);
+            f.update().reorder(st.i, st.rj).vectorize(st.i, vec, TailStrategy::GuardWithIf);
+        }
+        st.c.compute_at(at).vectorize(st.j, vec, TailStrategy::GuardWithIf);
+        Var eo("eo"), ei("ei");
+        st.s.compute_at(at).vectorize(st.e, vec, TailStrategy::GuardWithIf);
+        st.s.update()
+            .split(st.e, eo, ei, vec, TailStrategy::GuardWithIf)
+            .reorder(ei, eo, st.j, st.ri)
+            .vectorize(ei);
+        return;
+    }
+    // routing_step_logits
+    st.squash.max_abs.compute_at(at);
+    st.squash.norm2_scaled.compute_at(at);
+    st.squash.v.compute_at(at).vectorize(st.e, vec, TailStrategy::GuardWithIf);
+    st.agreement.compute_at(at);
+    st.agreement.update().atomic().vectorize(st.re, vec, TailStrategy::GuardWithIf);
+}
+
 }  // namespace
+
+void schedule_routing_step(const std::string &generator, const std::string &name, const Target &target,
+                           RoutingStepStages &st) {
+    check_schedule(generator, name, target, {"cpu"}, kNoGpuSchedules);
+    routing_step_cpu(generator, target, st);
+}
 
 void schedule_squash(const std::string &name, const Target &target, SquashGeneratorStages &s) {
     check_schedule("squash", name, target, {"cpu"}, kNoGpuSchedules);

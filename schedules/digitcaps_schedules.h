@@ -19,6 +19,9 @@ void schedule_routing(const std::string &name, const Halide::Target &target, Rou
 void schedule_digitcaps(const std::string &name, const Halide::Target &target, RoutingStages &r);
 void schedule_routing_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
 void schedule_digitcaps_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
+// One routing iteration (generators routing_step_*; `generator` names which).
+void schedule_routing_step(const std::string &generator, const std::string &name, const Halide::Target &target,
+                           RoutingStepStages &st);
 // schedules/digitcaps_fused_schedules.cpp: the fused layer (generator digitcaps_fused).
 void schedule_digitcaps_fused(const std::string &name, const Halide::Target &target, FusedDigitCapsStages &f);
 

@@ -57,6 +57,12 @@ foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_backward       cpu           cpu ITERATIONS ${n})
 endforeach ()
 halcaps_add_kernel(routing                      stage_per_op  cpu ITERATIONS 3)
+# One routing iteration each (generators routing_step_*): the CPU's general
+# path for any iteration count, chained by the runtime (implementation
+# "steps"; "cpu" runs it for the counts it has no unrolled kernel for).
+foreach (step IN ITEMS routing_step_s routing_step_logits routing_step_backward routing_step_backward_last)
+    halcaps_add_kernel(${step}                  cpu           cpu)
+endforeach ()
 halcaps_add_kernel(digitcaps                    stage_per_op  cpu ITERATIONS 3)
 # On the GPU so far only the eager-framework baseline: one kernel per stage.
 halcaps_add_kernel(routing                      stage_per_kernel  cuda ITERATIONS 3)

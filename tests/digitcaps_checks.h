@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "digitcaps_reference.h"
@@ -37,9 +38,13 @@ inline std::string name(const DigitCapsShape &s, int iterations, bool with_b0) {
 // squash; float32 lands near 1e-6 relative, up to ~1e-5 after 5 iterations
 // (each sharpens the softmax, and with it the sensitivity to rounding). Elementwise tolerance relative to
 // the result's scale, plus the norm-wise error (docs/design.md §2).
+// Over the finite elements: a result's NaN and +-inf are checked as such
+// (reference::compare), and set no scale.
 inline double max_abs(const std::vector<double> &v) {
     double m = 0;
-    for (double x : v) m = std::max(m, std::fabs(x));
+    for (double x : v) {
+        if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+    }
     return m;
 }
 
@@ -94,6 +99,7 @@ inline void require_close_conditioned(const char *what, const std::vector<float>
                                       double sensitivity = 10, double scale = 0) {
     double change = 0, change2 = 0, ref2 = 0;
     for (size_t n = 0; n < ref.size(); n++) {
+        if (!std::isfinite(ref[n]) || !std::isfinite(ref_nudged[n])) continue;
         const double d = ref_nudged[n] - ref[n];
         change = std::max(change, std::fabs(d));
         change2 += d * d;
@@ -534,6 +540,223 @@ inline void check_backward_on_hard_inputs(Device device) {
                 REQUIRE(st.backward.ok());
                 finite_and_tiny("grad_u", p.grad_u);
                 finite_and_tiny("grad_W", p.grad_W);
+            }
+        }
+    }
+}
+
+
+// ---- NaN and +-inf (docs/design.md §1.2): each input of each routing op ----
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+const float kSpecials[] = {kNaN, kInf, -kInf};
+
+// Puts `value` at one random element of x.
+inline void poison(std::vector<float> &x, float value) {
+    std::uniform_int_distribution<size_t> pick(0, x.size() - 1);
+    x[pick(rng())] = value;
+}
+
+inline int64_t count_nonfinite(const std::vector<double> &v) {
+    int64_t n = 0;
+    for (double x : v) n += std::isfinite(x) ? 0 : 1;
+    return n;
+}
+
+// The non-finite pattern (reference::compare: NaN where the reference is
+// NaN, the same infinity where it is one) and the finite values, with the
+// reference's own sensitivity allowance (require_close_conditioned).
+inline void require_routing_result(const char *what, const std::vector<float> &x, const std::vector<double> &ref,
+                                   const std::vector<double> &ref_nudged, double tol, double sensitivity,
+                                   double scale = 0) {
+    INFO(what << ": the reference has " << count_nonfinite(ref) << " non-finite of " << ref.size());
+    require_close_conditioned(what, x, ref, ref_nudged, tol, sensitivity, scale);
+}
+
+// Whether `impl` refused the shape by design (and did so as it should).
+inline bool refused(const std::string &impl, const DigitCapsShape &s, const Status &st) {
+    if (!refuses_shape(impl, s)) return false;
+    require_refusal(impl, st);
+    return true;
+}
+
+constexpr DigitCapsShape kNonfiniteShape{3, 7, 5, 4, 6};
+
+// The issue's two cases: a NaN at one element of u_hat (route, 3
+// iterations) makes every v of its batch element NaN and leaves the others
+// finite; -inf at one element of W (the layer) makes every v NaN (W is
+// shared by the batch). By the reference and every implementation.
+inline void check_nonfinite_issue_cases(Device device) {
+    INFO("seed " << seed());
+    const DigitCapsShape s = kNonfiniteShape;
+    const int64_t per_batch = s.out_caps * s.out_dim;
+    DigitCapsProblem p(s);
+    const int64_t b_nan = 1;
+    p.u_hat[((b_nan * s.in_caps + 2) * s.out_caps + 1) * s.out_dim + 3] = kNaN;
+    auto require_batch_nan = [&](const std::vector<float> &v) {
+        for (int64_t n = 0; n < s.v_size(); n++) {
+            INFO("v element " << n << " = " << v[n]);
+            if (n / per_batch == b_nan) {
+                REQUIRE(std::isnan(v[n]));
+            } else {
+                REQUIRE(std::isfinite(v[n]));
+            }
+        }
+    };
+    const auto ref = reference::route_f64(s.routing(), p.u_hat.data(), nullptr, 3);
+    require_batch_nan(std::vector<float>(ref.begin(), ref.end()));
+    for (const auto &impl : implementations("route", 3, device)) {
+        INFO("route " << impl);
+        for (float &x : p.v) x = 0.5f;  // not NaN-poisoned here: NaN is what is expected
+        const Status st = route(p.u_hat_v(), TensorView{}, p.v_v(), 3, device_options(device, impl));
+        INFO(st.message);
+        if (refused(impl, s, st)) continue;
+        REQUIRE(st.ok());
+        require_batch_nan(p.v);
+    }
+    p.W[5] = -kInf;
+    for (const auto &impl : implementations("digitcaps", 3, device)) {
+        INFO("digitcaps " << impl);
+        for (float &x : p.v) x = 0.5f;
+        const Status st = digitcaps(p.u_v(), p.W_v(), TensorView{}, p.v_v(), 3, device_options(device, impl));
+        INFO(st.message);
+        if (refused(impl, s, st)) continue;
+        REQUIRE(st.ok());
+        for (float x : p.v) REQUIRE(std::isnan(x));
+    }
+}
+
+// route and route_backward with NaN, +inf and -inf at one element of each
+// input (u_hat, b0, grad_v), by every implementation on `device`.
+inline void check_nonfinite_route(Device device, int iterations) {
+    const DigitCapsShape s = kNonfiniteShape;
+    for (const float special : kSpecials) {
+        for (const std::string input : {"u_hat", "b0", "grad_v"}) {
+            INFO("seed " << seed() << ", " << iterations << " iterations, " << special << " in " << input);
+            DigitCapsProblem base(s);
+            poison(input == "u_hat" ? base.u_hat : input == "b0" ? base.b0 : base.grad_v, special);
+            const std::vector<double> u_hat_n = nudged(base.u_hat, 1), b0_n = nudged(base.b0, 2);
+            if (input != "grad_v") {
+                const auto ref = reference::route_f64(s.routing(), base.u_hat.data(), base.b0.data(), iterations);
+                const auto ref_n = reference::route_f64(s.routing(), u_hat_n.data(), b0_n.data(), iterations);
+                for (const auto &impl : implementations("route", iterations, device)) {
+                    INFO("route " << impl);
+                    DigitCapsProblem p = base;
+                    const Status st = route(p.u_hat_v(), p.b0_v(), p.v_v(), iterations, device_options(device, impl));
+                    INFO(st.message);
+                    if (refused(impl, s, st)) continue;
+                    REQUIRE(st.ok());
+                    require_routing_result("v", p.v, ref, ref_n, 1e-4, 10);
+                }
+            }
+            const std::vector<double> grad_v = to_double(base.grad_v);
+            const auto ref = reference::route_backward_f64(s.routing(), base.u_hat.data(), base.b0.data(),
+                                                           base.grad_v.data(), iterations);
+            const auto ref_n =
+                reference::route_backward_f64(s.routing(), u_hat_n.data(), b0_n.data(), grad_v.data(), iterations);
+            for (const auto &impl : implementations("route_backward", iterations, device)) {
+                INFO("route_backward " << impl);
+                DigitCapsProblem p = base;
+                const Status st = route_backward(p.u_hat_v(), p.b0_v(), p.grad_v_v(), p.grad_u_hat_v(), p.grad_b0_v(),
+                                                 iterations, device_options(device, impl));
+                INFO(st.message);
+                if (refused(impl, s, st)) continue;
+                REQUIRE(st.ok());
+                const double g_tol = gradient_tolerance(iterations);
+                require_routing_result("grad_u_hat", p.grad_u_hat, ref.grad_u_hat, ref_n.grad_u_hat, g_tol,
+                                       kGradientSensitivity);
+                require_routing_result("grad_b0", p.grad_b0, ref.grad_b0, ref_n.grad_b0, g_tol, kGradientSensitivity,
+                                       max_abs(ref.grad_u_hat));
+            }
+        }
+    }
+}
+
+// The layer (digitcaps, digitcaps_with_s), its backward and
+// digitcaps_backward_with_s with NaN, +inf and -inf at one element of each
+// input (u, W, b0, grad_v, routing_s), by every implementation on `device`.
+// digitcaps_backward_with_s starts from the reference's s of the inputs
+// (poisoned where routing_s is the input), against the reference's
+// gradients at that s.
+inline void check_nonfinite_layer(Device device, int iterations) {
+    const DigitCapsShape s = kNonfiniteShape;
+    const double g_tol = gradient_tolerance(iterations);
+    auto require_gradients = [&](const DigitCapsProblem &p, const reference::DigitCapsGradients &ref,
+                                 const reference::DigitCapsGradients &ref_n) {
+        require_routing_result("grad_u", p.grad_u, ref.grad_u, ref_n.grad_u, g_tol, kGradientSensitivity);
+        require_routing_result("grad_W", p.grad_W, ref.grad_W, ref_n.grad_W, g_tol, kGradientSensitivity);
+        require_routing_result("grad_b0", p.grad_b0, ref.grad_b0, ref_n.grad_b0, g_tol, kGradientSensitivity,
+                               max_abs(ref.grad_u));
+    };
+    for (const float special : kSpecials) {
+        for (const std::string input : {"u", "W", "b0", "grad_v", "routing_s"}) {
+            INFO("seed " << seed() << ", " << iterations << " iterations, " << special << " in " << input);
+            DigitCapsProblem base(s);
+            if (input != "routing_s") {
+                poison(input == "u" ? base.u : input == "W" ? base.W : input == "b0" ? base.b0 : base.grad_v, special);
+            }
+            const std::vector<double> u_n = nudged(base.u, 1), W_n = nudged(base.W, 2), b0_n = nudged(base.b0, 3);
+            if (input != "grad_v" && input != "routing_s") {
+                const auto ref = reference::digitcaps_f64(s, base.u.data(), base.W.data(), base.b0.data(), iterations);
+                const auto ref_n = reference::digitcaps_f64(s, u_n.data(), W_n.data(), b0_n.data(), iterations);
+                const auto ref_s =
+                    reference::digitcaps_routing_s_f64(s, base.u.data(), base.W.data(), base.b0.data(), iterations);
+                const auto ref_s_n = reference::digitcaps_routing_s_f64(s, u_n.data(), W_n.data(), b0_n.data(), iterations);
+                for (const bool with_s : {false, true}) {
+                    for (const auto &impl : implementations(with_s ? "digitcaps_with_s" : "digitcaps", iterations, device)) {
+                        INFO((with_s ? "digitcaps_with_s " : "digitcaps ") << impl);
+                        DigitCapsProblem p = base;
+                        std::vector<float> routing_s = nan_filled(iterations * s.v_size());
+                        const Options o = device_options(device, impl);
+                        const Status st = with_s ? digitcaps_with_s(p.u_v(), p.W_v(), p.b0_v(), p.v_v(),
+                                                                    p.routing_s_v(routing_s, iterations), iterations, o)
+                                                 : digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations, o);
+                        INFO(st.message);
+                        if (refused(impl, s, st)) continue;
+                        REQUIRE(st.ok());
+                        require_routing_result("v", p.v, ref, ref_n, 1e-4, 10);
+                        if (with_s) require_routing_result("routing_s", routing_s, ref_s, ref_s_n, 1e-4, 10);
+                    }
+                }
+            }
+            const std::vector<double> grad_v = to_double(base.grad_v);
+            if (input != "routing_s") {
+                const auto ref = reference::digitcaps_backward_f64(s, base.u.data(), base.W.data(), base.b0.data(),
+                                                                   base.grad_v.data(), iterations);
+                const auto ref_n =
+                    reference::digitcaps_backward_f64(s, u_n.data(), W_n.data(), b0_n.data(), grad_v.data(), iterations);
+                for (const auto &impl : implementations("digitcaps_backward", iterations, device)) {
+                    INFO("digitcaps_backward " << impl);
+                    DigitCapsProblem p = base;
+                    const Status st = digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(),
+                                                         p.grad_W_v(), p.grad_b0_v(), iterations,
+                                                         device_options(device, impl));
+                    INFO(st.message);
+                    if (refused(impl, s, st)) continue;
+                    REQUIRE(st.ok());
+                    require_gradients(p, ref, ref_n);
+                }
+            }
+            const auto s_ref =
+                reference::digitcaps_routing_s_f64(s, base.u.data(), base.W.data(), base.b0.data(), iterations);
+            std::vector<float> routing_s(s_ref.begin(), s_ref.end());
+            if (input == "routing_s") poison(routing_s, special);
+            const auto ref = reference::digitcaps_backward_given_s_f64(s, base.u.data(), base.W.data(), base.b0.data(),
+                                                                       routing_s.data(), base.grad_v.data(), iterations);
+            const std::vector<float> u_nf(u_n.begin(), u_n.end()), W_nf(W_n.begin(), W_n.end()),
+                b0_nf(b0_n.begin(), b0_n.end());
+            const auto ref_n = reference::digitcaps_backward_given_s_f64(s, u_nf.data(), W_nf.data(), b0_nf.data(),
+                                                                         routing_s.data(), base.grad_v.data(), iterations);
+            for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
+                INFO("digitcaps_backward_with_s " << impl);
+                DigitCapsProblem p = base;
+                std::vector<float> given = routing_s;
+                const Status st = backward_with_s(impl, p, given, iterations, true, device, true);
+                INFO(st.message);
+                if (refused(impl, s, st)) continue;
+                REQUIRE(st.ok());
+                require_gradients(p, ref, ref_n);
             }
         }
     }

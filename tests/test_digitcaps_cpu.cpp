@@ -21,19 +21,22 @@ void require_status(const Status &s, StatusCode code, const std::string &message
 }  // namespace
 
 TEST_CASE("routing: implementations are listed with their iteration counts", "[routing]") {
-    REQUIRE(implementations("route", 3).size() >= 2);  // cpu, stage_per_op
+    // "steps", the per-iteration kernels, takes every count; so do the CPU
+    // defaults, unrolled where built (tests/test_digitcaps_iterations.cpp).
+    REQUIRE(implementations("route", 3).size() >= 3);  // cpu, stage_per_op, steps
     auto sorted = [](std::vector<std::string> names) {
         std::sort(names.begin(), names.end());
         return names;
     };
-    REQUIRE(implementations("digitcaps", 1) == std::vector<std::string>{"cpu"});
-    REQUIRE(implementations("digitcaps", 5) == std::vector<std::string>{"cpu"});
-    REQUIRE(implementations("digitcaps_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff"});
-    REQUIRE(implementations("route_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff"});
-    REQUIRE(implementations("digitcaps_backward", 1) == std::vector<std::string>{"cpu"});
+    REQUIRE(implementations("digitcaps", 1) == std::vector<std::string>{"cpu", "steps"});
+    REQUIRE(implementations("digitcaps", 5) == std::vector<std::string>{"cpu", "steps"});
+    REQUIRE(implementations("digitcaps_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff", "steps"});
+    REQUIRE(implementations("route_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff", "steps"});
+    REQUIRE(implementations("digitcaps_backward", 1) == std::vector<std::string>{"cpu", "steps"});
     for (int n : {1, 3, 5}) {
-        REQUIRE(sorted(implementations("digitcaps_with_s", n)) == std::vector<std::string>{"cpu_passes", "fused_cpu"});
-        REQUIRE(implementations("digitcaps_backward_with_s", n) == std::vector<std::string>{"cpu"});
+        REQUIRE(sorted(implementations("digitcaps_with_s", n)) ==
+                std::vector<std::string>{"cpu_passes", "fused_cpu", "steps"});
+        REQUIRE(implementations("digitcaps_backward_with_s", n) == std::vector<std::string>{"cpu", "steps"});
         // The pair keeping c is the hand-written CUDA's only.
         REQUIRE(implementations("digitcaps_with_c", n).empty());
         REQUIRE(implementations("digitcaps_backward_with_c", n).empty());
@@ -132,8 +135,10 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
     const Options o = cpu_options();
     require_status(route(p.u_hat_v(), TensorView{}, p.v_v(), 0, o), StatusCode::unsupported_iterations,
                    "route: iterations is 0; it must be at least 1");
-    require_status(digitcaps(p.u_v(), p.W_v(), TensorView{}, p.v_v(), 4, o), StatusCode::unsupported_iterations,
-                   "digitcaps: implementation 'cpu' is built for iterations 1, 3, 5, not 4");
+    require_status(digitcaps(p.u_v(), p.W_v(), TensorView{}, p.v_v(), kMaxRoutingIterations + 1, o),
+                   StatusCode::unsupported_iterations,
+                   "digitcaps: iterations is " + std::to_string(kMaxRoutingIterations + 1) + "; at most " +
+                       std::to_string(kMaxRoutingIterations) + " are supported");
     require_status(route(p.u_hat_v(), TensorView{}, p.v_v(), 5, cpu_options("stage_per_op")),
                    StatusCode::unsupported_iterations, "route: implementation 'stage_per_op' is built for iterations 3");
     require_status(route(p.u_hat_v(), TensorView{}, p.v_v(), 3, cpu_options("tuned")),

@@ -624,3 +624,21 @@ TEST_CASE("cuda digitcaps: the hand-written backward on device tensors off a 16-
         }
     }
 }
+
+// NaN and +-inf as the formulas give them in IEEE arithmetic (docs/design.md
+// §1.2), by every CUDA implementation: the Halide schedules share the
+// algorithm's NaN-propagating softmax (generators/digitcaps.cpp,
+// define_softmax); the hand-written kernels were read for NaN-dropping code
+// and are checked here. The GPU backward is built for 1 and 3 iterations.
+TEST_CASE("cuda digitcaps: NaN reaches every v of its batch element; -inf in W every v", "[cuda][digitcaps]") {
+    check_nonfinite_issue_cases(Device::cuda);
+}
+
+TEST_CASE("cuda digitcaps: NaN, +inf and -inf in each input of route and route_backward", "[cuda][digitcaps]") {
+    for (int iterations : {1, 3}) check_nonfinite_route(Device::cuda, iterations);
+}
+
+TEST_CASE("cuda digitcaps: NaN, +inf and -inf in each input of the layer, its backward and training's pair",
+          "[cuda][digitcaps]") {
+    for (int iterations : {1, 3}) check_nonfinite_layer(Device::cuda, iterations);
+}

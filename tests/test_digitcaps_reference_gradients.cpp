@@ -54,7 +54,7 @@ TEST_CASE("reference squash backward matches finite differences", "[gradient][sq
 }
 
 TEST_CASE("reference routing backward matches finite differences", "[gradient][routing]") {
-    for (int iterations : {1, 2, 3, 5}) {
+    for (int iterations : {1, 2, 3, 4, 5}) {
         for (bool with_b0 : {false, true}) {
             const reference::RoutingShape shape{2, 3, 4, 5};
             INFO("seed " << seed() << ", iterations " << iterations << ", b0 " << (with_b0 ? "given" : "zeros"));
@@ -77,7 +77,7 @@ TEST_CASE("reference routing backward matches finite differences", "[gradient][r
 TEST_CASE("reference DigitCaps layer backward matches finite differences", "[gradient][digitcaps]") {
     for (const auto &shape : {reference::DigitCapsShape{2, 3, 4, 3, 5}, reference::DigitCapsShape{1, 1, 1, 1, 1},
                               reference::DigitCapsShape{3, 2, 3, 1, 2}}) {
-        for (int iterations : {1, 3}) {
+        for (int iterations : {1, 3, 4}) {
             INFO("seed " << seed() << ", iterations " << iterations);
             auto u = random_doubles(shape.u_size()), W = random_doubles(shape.W_size());
             auto b0 = random_doubles(shape.b0_size());
@@ -90,6 +90,27 @@ TEST_CASE("reference DigitCaps layer backward matches finite differences", "[gra
             require_matches_finite_differences("grad_u", analytic.grad_u, finite_difference(f, u), 1e-6);
             require_matches_finite_differences("grad_W", analytic.grad_W, finite_difference(f, W), 1e-6);
             require_matches_finite_differences("grad_b0", analytic.grad_b0, finite_difference(f, b0), 1e-6);
+        }
+    }
+}
+
+TEST_CASE("reference backward at given s: the layer's own s gives the layer's gradients", "[gradient][digitcaps]") {
+    const reference::DigitCapsShape shape{2, 5, 3, 4, 6};
+    for (int iterations : {1, 3, 4}) {
+        INFO("seed " << seed() << ", iterations " << iterations);
+        const auto u = random_normal(shape.u_size()), W = random_normal(shape.W_size());
+        const auto b0 = random_normal(shape.b0_size()), g = random_normal(shape.v_size());
+        const auto s = reference::digitcaps_routing_s_f64(shape, u.data(), W.data(), b0.data(), iterations);
+        // s in float, as digitcaps_with_s returns it; the gradients move by
+        // that rounding only.
+        const std::vector<float> s_f(s.begin(), s.end());
+        const auto given = reference::digitcaps_backward_given_s_f64(shape, u.data(), W.data(), b0.data(), s_f.data(),
+                                                                     g.data(), iterations);
+        const auto plain = reference::digitcaps_backward_f64(shape, u.data(), W.data(), b0.data(), g.data(), iterations);
+        for (const auto &[a, b] : {std::make_pair(&given.grad_u, &plain.grad_u), std::make_pair(&given.grad_W, &plain.grad_W),
+                                   std::make_pair(&given.grad_b0, &plain.grad_b0)}) {
+            REQUIRE(a->size() == b->size());
+            for (size_t n = 0; n < a->size(); n++) REQUIRE(std::fabs((*a)[n] - (*b)[n]) <= 1e-4 * (1 + std::fabs((*b)[n])));
         }
     }
 }

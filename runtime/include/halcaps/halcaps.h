@@ -97,9 +97,18 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
 //   squash(s) = (|s|^2 / (1 + |s|^2)) s / sqrt(|s|^2 + eps),  eps = 1e-9
 //
 // Routing runs `iterations` rounds of softmax over out_caps, weighted sum
-// over in_caps, squash and agreement update. The iteration count is unrolled
-// when the kernels are built: 1, 3 and 5 are built (list_implementations()
-// says which per implementation); others give unsupported_iterations.
+// over in_caps, squash and agreement update, 1 to kMaxRoutingIterations of
+// them (unsupported_iterations otherwise, before any work). The Halide
+// kernels unroll the count when they are built: 1, 3 and 5 are built
+// (list_implementations() says which per implementation); on the CPU the
+// defaults run any other count by per-iteration kernels (implementation
+// "steps", which takes every count), and on CUDA the hand-written cuda_*
+// implementations take any count.
+//
+// NaN and +-inf propagate as the formulas do in IEEE arithmetic (docs/design.md
+// §1.2): e.g. a NaN in u_hat makes all of its batch element's v NaN after
+// one agreement update; nothing is silently dropped.
+constexpr int kMaxRoutingIterations = 32;
 //
 // b0, the initial routing logits [in_caps, out_caps], may be an empty view
 // (TensorView{}: null data, empty shape), which means zeros.
@@ -139,7 +148,8 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
 // forward's own s, up to float32 rounding, when they come from
 // digitcaps_with_s with the same u, W and b0). Their Halide kernels are built
 // for 3 iterations on CUDA (unsupported_iterations otherwise) and for 1, 3
-// and 5 on the CPU; the hand-written "cuda_tensor" runs any count on CUDA.
+// and 5 on the CPU, where other counts run the per-iteration kernels; the
+// hand-written "cuda_tensor" runs any count on CUDA.
 // routing_s must be [iterations, batch, out_caps, out_dim] (bad_rank,
 // extent_mismatch otherwise).
 Status digitcaps_with_s(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
