@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs whatever is missing on a Debian machine and builds halcaps in build/.
-#   Debian packages: Catch2 2.x, CLI11, a C++ compiler, Python's venv
+#   Debian packages: Catch2 2.x, CLI11, a C++ compiler, Python's venv, and
+#                    OpenCL (PoCL's CPU device, the ICD loader and its headers:
+#                    the GPU schedules' OpenCL build and its tests)
 #   .venv/: Halide 21.0.0, CMake and Ninja from PyPI (requirements.txt)
 #   CUDA: the toolkit already on the machine (nvcc on PATH or in /usr/local/cuda);
 #         without it the CUDA parts are skipped and everything else builds.
@@ -11,7 +13,7 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------
 missing=()
-for package in catch2 libcli11-dev g++ python3-venv; do
+for package in catch2 libcli11-dev g++ python3-venv pocl-opencl-icd ocl-icd-libopencl1 ocl-icd-opencl-dev; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if ((${#missing[@]})); then

@@ -182,7 +182,7 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
     if (!checks.status().ok()) return checks.status();
     if (Status s = check_iterations(op, iterations); !s.ok()) return s;
     if (Status s = detail::check_device_ready(op, *device); !s.ok()) return s;
-    if (options.implementation.empty() && *device == Device::cuda) {
+    if (options.implementation.empty() && detail::runs_gpu_schedules(*device)) {
         const CudaDefault d = cuda_default(op);
         if (d.preferred != nullptr &&
             detail::find_routing_kernel(op, generators_of(op), d.preferred, *device, iterations, kernel).ok()) {
@@ -356,7 +356,7 @@ Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, c
         }
         return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, outputs, {}, names);
     };
-    if (!options.implementation.empty() || device != Device::cuda) return run(kernel);
+    if (!options.implementation.empty() || !detail::runs_gpu_schedules(device)) return run(kernel);
     // The CUDA default refuses some shapes before any device work: the
     // fused_split schedules all but CapsNet's (in_dim 8, out_dim 16, out_caps
     // up to 24; fused_split_vectors up to 14, fused_split up to 11), the fused
