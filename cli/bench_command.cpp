@@ -1064,7 +1064,7 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
         "side by side on a set of shapes: "
         "each checked against the float64 reference, then timed; prints a table, writes JSON and Markdown.");
     cmd->add_option("--device", args->device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     cmd->add_option("--op", args->ops,
                     "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), "

@@ -148,7 +148,7 @@ void add_capsconv_command(CLI::App &app) {
     cmd->add_option("--schedule", a->implementation,
                     "implementation to run (see `halcaps info`); default: the runtime's default for the device and shape; 'all': every one built");
     cmd->add_option("--device", a->device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     cmd->add_flag("--backward", a->backward, "also run both gradients from a random grad_output");
     cmd->add_flag("!--no-baseline", a->baseline, "skip the naive OpenMP loops");

@@ -188,7 +188,7 @@ void add_predict_command(CLI::App &app) {
     auto *out_dim =
         cmd->add_option("--out-dim,-E", args->shape.out_dim, "output capsule dimension E")->capture_default_str();
     cmd->add_option("--device", args->device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     cmd->add_option("--schedule", args->implementation,
                     "implementation to run (see `halcaps info`); default: the device's default; 'all': every one, "

@@ -180,7 +180,7 @@ void run(RoutingArgs &a) {
 
 void add_common_options(CLI::App *cmd, RoutingArgs &a) {
     cmd->add_option("--device", a.device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     cmd->add_option("--batch,-B", a.shape.batch, "batch size B")->capture_default_str();
     cmd->add_option("--in-caps,-I", a.shape.in_caps, "input capsules I")->capture_default_str();
