@@ -221,7 +221,7 @@ TEST_CASE("opencl: capsule convolution, the Winograd forms on 3x3 stride-1 shape
     REQUIRE(winograd >= 4);
 }
 
-// The generator drops 27 in-kernel assertions of 16 OpenCL kernels
+// The generator drops 31 in-kernel assertions in 15 OpenCL kernels
 // ("Ignoring assertion inside OpenCL kernel"; on CUDA they trap). Each is a
 // bound_extent or bound_storage check of a tile's region (Halide's
 // explicit_bounds_too_small and storage_bound_too_small), and each holds for
@@ -231,11 +231,11 @@ TEST_CASE("opencl: capsule convolution, the Winograd forms on 3x3 stride-1 shape
 // - a vector's or row's extent, min(c q + c, N) - c <= c q (c = 2 or 4): true
 //   for every N (predict's batch_walk, batch_rows and capsule_runs, the
 //   `vectors` grad_W, the fused backward's grad_u quads, the layer
-//   backward's rows_vectors, capsconv's tuned_co4);
+//   backward's rows_vectors, with s too, capsconv's tuned_co4);
 // - the per-thread k row of the prediction's tiled schedules (tuned,
 //   tuned_k8, staged, batch_vectors, and the layer backward's
-//   tiled_predict and rows_predict through them): in_dim >= 1, else
-//   bad_extent;
+//   tiled_predict and rows_predict, with s too, through them): in_dim >= 1,
+//   else bad_extent;
 // - the fused backward's g tile (33 batch rows) and W partials (32): in_dim
 //   >= 1 and every tensor's batch extent the same, else bad_extent and
 //   extent_mismatch.
