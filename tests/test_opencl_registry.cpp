@@ -31,19 +31,23 @@ const detail::HalideKernelEntry *twin(const detail::HalideKernelEntry &k, Device
 
 TEST_CASE("opencl registry: the exclusions are exactly these, each with its reason", "[opencl_registry]") {
     const auto &exclusions = detail::opencl_exclusions();
-    REQUIRE(exclusions.size() == 1);
+    REQUIRE(exclusions.size() == 2);
     REQUIRE(std::string(exclusions[0].generator) == "*");
     REQUIRE(std::string(exclusions[0].schedule) == "auto_anderson2021");
     REQUIRE(std::string(exclusions[0].reason).find("beam search") != std::string::npos);
+    REQUIRE(std::string(exclusions[1].generator) == "capsconv");
+    REQUIRE(std::string(exclusions[1].schedule) == "tuned_split");
+    REQUIRE(std::string(exclusions[1].reason).find("crashes inside PoCL") != std::string::npos);
 }
 
 TEST_CASE("opencl registry: every CUDA Halide kernel has its OpenCL twin, and every twin its CUDA kernel",
           "[opencl_registry]") {
-    int cuda = 0, opencl = 0;
+    int cuda = 0, cuda_excluded = 0, opencl = 0;
     for (const auto &k : detail::halide_kernels()) {
         INFO(k.generator << " " << k.schedule << " (" << k.iterations << " iterations) on " << device_name(k.device));
         if (k.device == Device::cuda) {
             cuda++;
+            if (excluded(k)) cuda_excluded++;
             if (opencl_built() && !excluded(k)) REQUIRE(twin(k, Device::opencl) != nullptr);
             if (!opencl_built()) REQUIRE(twin(k, Device::opencl) == nullptr);
         }
@@ -54,19 +58,14 @@ TEST_CASE("opencl registry: every CUDA Halide kernel has its OpenCL twin, and ev
             if (cuda_built()) REQUIRE(twin(k, Device::cuda) != nullptr);
         }
     }
-    if (opencl_built()) {
-        // Without CUDA in the build the twins are built all the same.
-        REQUIRE(opencl >= 58);
-        if (cuda_built()) REQUIRE(opencl == cuda - [] {
-                                      int n = 0;
-                                      for (const auto &k : detail::halide_kernels()) {
-                                          if (k.device == Device::cuda && excluded(k)) n++;
-                                      }
-                                      return n;
-                                  }());
-    } else {
+    if (!opencl_built()) {
         REQUIRE(opencl == 0);
+        return;
     }
+    // Without CUDA in the build the twins are built all the same: at least
+    // the 57 of schedules/kernels.cmake's 58 CUDA lines today.
+    REQUIRE(opencl >= 57);
+    if (cuda_built()) REQUIRE(opencl == cuda - cuda_excluded);
 }
 
 // Run by ctest with no OpenCL platform reachable (OCL_ICD_VENDORS at an

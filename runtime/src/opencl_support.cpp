@@ -133,6 +133,10 @@ OpenCLDevice open_device() {
 // at exit, after static objects may be gone.
 std::atomic<const OpenCLDevice *> opened{nullptr};
 
+// Whether Halide's runtime has asked for the library's symbols (it asks for
+// all of them at once, on its first use of OpenCL).
+std::atomic<bool> halide_loaded_symbols{false};
+
 const OpenCLDevice &the_device() {
     static const OpenCLDevice *const device = [] {
         const OpenCLDevice *d = new OpenCLDevice(open_device());
@@ -168,13 +172,17 @@ Status opencl_ready(const char *op) {
 // for the library's symbols and for the context and queue to use; ours answer
 // with the device chosen above.
 extern "C" void *halide_opencl_get_symbol(void * /*user_context*/, const char *name) {
+    halcaps::detail::halide_loaded_symbols.store(true);
     return halcaps::detail::symbol<void *>(name);
 }
 
 extern "C" int halide_acquire_cl_context(void * /*user_context*/, cl_context *ctx, cl_command_queue *q, bool create) {
     using namespace halcaps::detail;
-    // Without `create` (Halide's clean-up) only a device already made is handed over.
-    const OpenCLDevice *d = create ? &the_device() : opened.load();
+    // Without `create` (Halide's clean-up at exit, which then calls clFinish
+    // and releases its programs) only a device already made is handed
+    // over, and only once Halide has taken the library's symbols (it takes
+    // them before its first use of a context).
+    const OpenCLDevice *d = create ? &the_device() : halide_loaded_symbols.load() ? opened.load() : nullptr;
     *ctx = nullptr;
     *q = nullptr;
     if (d == nullptr) return 0;
