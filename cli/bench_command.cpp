@@ -1003,7 +1003,9 @@ void run_bench(BenchArgs &a) {
     check_implementation_names(a, device);
     if (a.seed == 0) a.seed = std::random_device{}() | 1;
     std::mt19937_64 rng(a.seed);
-    const std::string device_label = device == Device::cuda ? cuda_device_name() : "CPU";
+    const std::string device_label = device == Device::cuda     ? cuda_device_name()
+                                     : device == Device::opencl ? opencl_device_name()
+                                                                : "CPU";
     const std::string date = iso_time_now();
 
 #if HALCAPS_WITH_CUDA
@@ -1079,8 +1081,8 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
         "and the capsule convolution, "
         "side by side on a set of shapes: "
         "each checked against the float64 reference, then timed; prints a table, writes JSON and Markdown.");
-    cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+    cmd->add_option("--device", args->device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     cmd->add_option("--op", args->ops,
                     "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), "

@@ -238,8 +238,8 @@ void add_capsconv_command(CLI::App &app) {
     cmd->add_option("--pad", s.pad, "zero padding on every side")->capture_default_str();
     cmd->add_option("--schedule", a->implementation,
                     "implementation to run (see `halcaps info`); default: the runtime's default for the device and shape; 'all': every one built");
-    cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+    cmd->add_option("--device", a->device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     auto *backward = cmd->add_flag("--backward", a->backward,
                                    "also run both gradients from grad_output (random unless --grad-output)");

@@ -197,8 +197,8 @@ void add_predict_command(CLI::App &app) {
     auto *out_caps = cmd->add_option("--out-caps,-J", args->shape.out_caps, "output capsules J")->capture_default_str();
     auto *out_dim =
         cmd->add_option("--out-dim,-E", args->shape.out_dim, "output capsule dimension E")->capture_default_str();
-    cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+    cmd->add_option("--device", args->device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     cmd->add_option("--schedule", args->implementation,
                     "implementation to run (see `halcaps info`); default: the device's default; 'all': every one, "
@@ -234,10 +234,12 @@ void add_predict_command(CLI::App &app) {
 }
 
 void add_info_command(CLI::App &app) {
-    CLI::App *cmd = app.add_subcommand("info", "Show the build, the CUDA device and every implementation by name.");
+    CLI::App *cmd = app.add_subcommand("info", "Show the build, the CUDA and OpenCL devices and every implementation by name.");
     cmd->callback([] {
         std::printf("CUDA support built: %s\n", cuda_built() ? "yes" : "no");
         std::printf("CUDA device: %s\n", cuda_device_available() ? cuda_device_name().c_str() : "none");
+        std::printf("OpenCL support built: %s\n", opencl_built() ? "yes" : "no");
+        std::printf("OpenCL device: %s\n", opencl_device_available() ? opencl_device_name().c_str() : "none");
         std::printf("%-18s %-16s %-6s %s\n", "op", "implementation", "device", "description");
         for (const auto &info : list_implementations()) {
             std::printf("%-18s %-16s %-6s %s\n", info.op.c_str(), info.implementation.c_str(),

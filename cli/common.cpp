@@ -176,6 +176,14 @@ Device parse_device(const std::string &name) {
         if (!cuda_device_available()) throw UsageError{"--device cuda: no CUDA device is present"};
         return Device::cuda;
     }
+    if (name == "opencl") {
+        if (!opencl_built()) throw UsageError{"--device opencl: this build of halcaps has no OpenCL support"};
+        if (!opencl_device_available()) {
+            throw UsageError{"--device opencl: no OpenCL device is present (HL_OCL_PLATFORM_NAME and "
+                             "HL_OCL_DEVICE_TYPE choose the platform and device type)"};
+        }
+        return Device::opencl;
+    }
     return cuda_device_available() ? Device::cuda : Device::cpu;  // "auto"
 }
 

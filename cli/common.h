@@ -74,7 +74,8 @@ std::vector<std::string> implementations_to_run(const std::string &op, const std
 // The row label of an implementation name ("" is the runtime's default).
 std::string row_label(const std::string &name);
 
-// Device::cpu or Device::cuda from "cpu", "cuda" or "auto" (cuda if usable).
+// Device::cpu, Device::cuda or Device::opencl from "cpu", "cuda", "opencl" or
+// "auto" (cuda if usable, never opencl).
 Device parse_device(const std::string &name);
 
 // Timing over `repeats` calls after `warmup` calls, in microseconds. On the

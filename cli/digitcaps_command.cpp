@@ -252,8 +252,8 @@ struct CommonOptions {
 };
 CommonOptions add_common_options(CLI::App *cmd, RoutingArgs &a) {
     CommonOptions o;
-    cmd->add_option("--device", a.device, "cpu, cuda, or auto (cuda when a CUDA device is present)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+    cmd->add_option("--device", a.device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     o.shape_flags.push_back(cmd->add_option("--batch,-B", a.shape.batch, "batch size B")->capture_default_str());
     o.shape_flags.push_back(cmd->add_option("--in-caps,-I", a.shape.in_caps, "input capsules I")->capture_default_str());

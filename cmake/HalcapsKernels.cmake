@@ -11,12 +11,32 @@ set(HALCAPS_CPU_TARGETS
 # which the driver compiles for the GPU at hand (sm_90 on H100 / H200).
 set(HALCAPS_CUDA_TARGET x86-64-linux)
 set(HALCAPS_CUDA_FEATURES cuda cuda_capability_80)
+# OpenCL twins of the CUDA kernels (HALCAPS_HAVE_OPENCL): the same generator,
+# schedule and parameters for OpenCL C 1.2, to check the GPU schedules on a
+# machine without a GPU (PoCL in CI; README, "The OpenCL build").
+# cuda_capability_80 has no OpenCL counterpart: the schedules use no
+# feature beyond OpenCL C 1.2 (no 64-bit atomics, no half floats).
+set(HALCAPS_OPENCL_TARGET x86-64-linux)
+set(HALCAPS_OPENCL_FEATURES opencl)
 
+# Every CUDA kernel gets an OpenCL twin, except those listed here, each with
+# its reason, as "<generator or *>|<schedule>|<reason>" (no ';' in a reason:
+# CMake would split it). The registry carries
+# the list (opencl_exclusions()) and tests/test_opencl.cpp asserts it, so
+# that it cannot grow unnoticed.
+set(HALCAPS_OPENCL_EXCLUSIONS
+    "*|auto_anderson2021|a beam search of 11-21 s a kernel on the 2-core build machine (HALCAPS_BEAM_SEARCH_KERNELS only), not tried for OpenCL"
+    "capsconv|tuned_split|its OpenCL kernel crashes inside PoCL 3.1 (a local-memory store far past the block's tile, in PoCL's work-group function) at every filter height below 8, where its CUDA build passes the same tests (not understood yet)")
+
+# One Halide runtime for every kernel, with the GPU APIs built.
+set(halcaps_runtime_target x86-64-linux)
 if (HALCAPS_HAVE_CUDA)
-    add_halide_runtime(halcaps_halide_runtime TARGETS x86-64-linux-cuda)
-else ()
-    add_halide_runtime(halcaps_halide_runtime TARGETS x86-64-linux)
+    string(APPEND halcaps_runtime_target -cuda)
 endif ()
+if (HALCAPS_HAVE_OPENCL)
+    string(APPEND halcaps_runtime_target -opencl)
+endif ()
+add_halide_runtime(halcaps_halide_runtime TARGETS ${halcaps_runtime_target})
 
 # Halide's autoschedulers: Li2018 (for gradient pipelines; it schedules the
 # autodiff kernels), Mullapudi2016 and Adams2019 (CPU) and Anderson2021
@@ -40,6 +60,23 @@ endforeach ()
 
 set_property(GLOBAL PROPERTY HALCAPS_KERNEL_LIBRARIES "")
 set_property(GLOBAL PROPERTY HALCAPS_KERNEL_ENTRIES "")
+
+# The reason an OpenCL twin of <generator> <schedule> is not built, in
+# <out> (empty when it is built).
+function(halcaps_opencl_exclusion out generator schedule)
+    set(reason "")
+    foreach (entry IN LISTS HALCAPS_OPENCL_EXCLUSIONS)
+        string(REPLACE "|" ";" fields "${entry}")
+        list(GET fields 0 excluded_generator)
+        list(GET fields 1 excluded_schedule)
+        list(GET fields 2 excluded_reason)
+        if ((excluded_generator STREQUAL "*" OR excluded_generator STREQUAL generator) AND
+            excluded_schedule STREQUAL schedule)
+            set(reason "${excluded_reason}")
+        endif ()
+    endforeach ()
+    set(${out} "${reason}" PARENT_SCOPE)
+endfunction()
 
 # halcaps_read_space(<file> <prefix>): reads a schedule space
 # (schedules/spaces/*.space, format in their headers) into <prefix>_OPERATOR,
@@ -76,7 +113,12 @@ endfunction()
 # the configure step with the file to look at, rather than the build.
 # (Values are checked by the generator, against schedules/space_knobs.h.)
 function(halcaps_check_space_point generator point device)
-    set(file "${PROJECT_SOURCE_DIR}/schedules/spaces/${generator}_${device}.space")
+    # An OpenCL twin's point is a point of the CUDA space.
+    set(space_device ${device})
+    if (device STREQUAL "opencl")
+        set(space_device cuda)
+    endif ()
+    set(file "${PROJECT_SOURCE_DIR}/schedules/spaces/${generator}_${space_device}.space")
     if (NOT EXISTS "${file}")
         message(FATAL_ERROR "halcaps_add_kernel(${generator} ${point} ${device}): no space file ${file}")
     endif ()
@@ -91,9 +133,11 @@ function(halcaps_check_space_point generator point device)
     endforeach ()
 endfunction()
 
-# halcaps_add_kernel(<generator> <schedule> <cpu|cuda> [ITERATIONS n] [AUTOSCHEDULER plugin] [PLUGIN plugin])
+# halcaps_add_kernel(<generator> <schedule> <cpu|cuda|opencl> [ITERATIONS n] [AUTOSCHEDULER plugin] [PLUGIN plugin])
 # Builds library halcaps_<generator>__<schedule> exporting a function of the
-# same name; with ITERATIONS (routing generators: the unrolled iteration
+# same name (an OpenCL kernel: halcaps_opencl_<generator>__<schedule>); a
+# CUDA kernel also gets its OpenCL twin when OpenCL is built (unless
+# HALCAPS_OPENCL_EXCLUSIONS lists it), even where CUDA is not; with ITERATIONS (routing generators: the unrolled iteration
 # count) the name is halcaps_<generator>_<n>it__<schedule>. With AUTOSCHEDULER
 # (e.g. Halide::Li2018) the generator's stages are scheduled by that plugin
 # instead of by schedules/. With PLUGIN (e.g. Halide::Adams2019) the plugin is
@@ -105,8 +149,18 @@ endfunction()
 # splits parameters at '='), and the runtime knows it by the name as given.
 function(halcaps_add_kernel generator schedule device)
     cmake_parse_arguments(PARSE_ARGV 3 ARG "" "ITERATIONS;AUTOSCHEDULER;PLUGIN" "")
+    if (device STREQUAL "cuda" AND HALCAPS_HAVE_OPENCL)
+        halcaps_opencl_exclusion(excluded ${generator} "${schedule}")
+        if (NOT excluded)
+            halcaps_add_kernel(${generator} "${schedule}" opencl ${ARGN})
+        endif ()
+    endif ()
     string(MAKE_C_IDENTIFIER "${schedule}" schedule_id)
-    set(name halcaps_${generator}__${schedule_id})
+    set(prefix halcaps_)
+    if (device STREQUAL "opencl")
+        set(prefix halcaps_opencl_)
+    endif ()
+    set(name ${prefix}${generator}__${schedule_id})
     set(params schedule=${schedule})
     if (schedule MATCHES "^space:")
         halcaps_check_space_point(${generator} "${schedule}" ${device})
@@ -116,7 +170,7 @@ function(halcaps_add_kernel generator schedule device)
     set(iterations 0)
     if (ARG_ITERATIONS)
         set(iterations ${ARG_ITERATIONS})
-        set(name halcaps_${generator}_${iterations}it__${schedule_id})
+        set(name ${prefix}${generator}_${iterations}it__${schedule_id})
         list(APPEND params iterations=${iterations})
     endif ()
     set(autoscheduler "")
@@ -147,8 +201,15 @@ function(halcaps_add_kernel generator schedule device)
         set(targets ${HALCAPS_CUDA_TARGET})
         set(features user_context ${HALCAPS_CUDA_FEATURES})
         set(stmt STMT stmt_file)
+    elseif (device STREQUAL "opencl")
+        if (NOT HALCAPS_HAVE_OPENCL)
+            return()
+        endif ()
+        set(targets ${HALCAPS_OPENCL_TARGET})
+        set(features user_context ${HALCAPS_OPENCL_FEATURES})
+        set(stmt "")
     else ()
-        message(FATAL_ERROR "halcaps_add_kernel(${generator} ${schedule} ${device}): device must be cpu or cuda")
+        message(FATAL_ERROR "halcaps_add_kernel(${generator} ${schedule} ${device}): device must be cpu, cuda or opencl")
     endif ()
     add_halide_library(${name} FROM halcaps_generators
                        GENERATOR ${generator}
@@ -168,6 +229,15 @@ function(halcaps_write_kernel_registry path)
     get_property(entries GLOBAL PROPERTY HALCAPS_KERNEL_ENTRIES)
     set(includes "")
     set(rows "")
+    set(exclusion_rows "")
+    foreach (entry IN LISTS HALCAPS_OPENCL_EXCLUSIONS)
+        string(REPLACE "|" ";" fields "${entry}")
+        list(GET fields 0 generator)
+        list(GET fields 1 schedule)
+        list(GET fields 2 reason)
+        string(REPLACE "\"" "\\\"" reason "${reason}")
+        string(APPEND exclusion_rows "        {\"${generator}\", \"${schedule}\", \"${reason}\"},\n")
+    endforeach ()
     foreach (entry IN LISTS entries)
         string(REPLACE "|" ";" fields "${entry}")
         list(GET fields 0 generator)
@@ -188,6 +258,12 @@ const std::vector<HalideKernelEntry> &halide_kernels() {
     static const std::vector<HalideKernelEntry> kernels = {
 ${rows}    };
     return kernels;
+}
+
+const std::vector<OpenCLExclusion> &opencl_exclusions() {
+    static const std::vector<OpenCLExclusion> exclusions = {
+${exclusion_rows}    };
+    return exclusions;
 }
 
 }  // namespace halcaps::detail

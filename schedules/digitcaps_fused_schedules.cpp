@@ -574,7 +574,7 @@ constexpr int kLogitsVector = 4, kLogitsLanes = 32;
 constexpr int kLogitsVectorsBatch = kLogitsVector * kLogitsLanes;  // a block's batch elements
 
 void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t,
-                                const SplitShape &shape) {
+                                const SplitShape &shape, const Target &target) {
     const Var j = f.j, i = f.i, b = f.b;
     FusedPass &p = f.passes[t];
     constexpr int vector = kLogitsVector, batch_tile = kLogitsVectorsBatch;
@@ -655,6 +655,11 @@ void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages
             .bound_extent(a[2], vector)
             .vectorize(a[2])
             .unroll(a[0]);
+        // OpenCL: the 4-wide reads of this register array, k innermost, are
+        // stride-8 loads that Halide lowers to a 32-lane load and a shuffle,
+        // past OpenCL C's 16 lanes; with the batch innermost they are dense.
+        // CUDA keeps the storage above (its PTX is the one measured).
+        if (target.has_feature(Target::OpenCL)) u_row.reorder_storage(a[2], a[0], a[1]);
     }
 }
 
@@ -833,7 +838,7 @@ void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStag
     }
 }
 
-void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCapsStages &f) {
+void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCapsStages &f, const Target &target) {
     const Var e = f.e, j = f.j, b = f.b;
     // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32 (8 x 128
     // in split_logits_batch_vectors), c J x 32.
@@ -877,7 +882,7 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         const std::string tag = std::to_string(t);
         if (t > 0) {
             if (tile.logits_vectors) {
-                split_logits_batch_vectors(tile, f, t, shape);
+                split_logits_batch_vectors(tile, f, t, shape, target);
             } else {
                 split_logits_kernel(tile, f, t, shape);
             }
@@ -937,7 +942,7 @@ void schedule_digitcaps_fused(const std::string &name, const Target &target, Fus
         return;
     }
     for (const auto &[n, tiling] : split_variants()) {
-        if (n == name) split_gpu(n, tiling, f);
+        if (n == name) split_gpu(n, tiling, f, target);
     }
     for (const auto &[n, tiling] : gpu_variants()) {
         if (n == name) fused_gpu(tiling, f);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs whatever is missing on a Debian machine and builds halcaps in build/.
-#   Debian packages: Catch2 2.x, CLI11, a C++ compiler, Python's venv, and clang 14
+#   Debian packages: Catch2 2.x, CLI11, a C++ compiler, Python's venv, clang 14
 #                    with its sanitizer and libFuzzer runtimes and OpenMP (the
-#                    sanitized build and the fuzz targets: fuzz/README.md)
+#                    sanitized build and the fuzz targets: fuzz/README.md), and
+#                    OpenCL (PoCL's CPU device, the ICD loader and its headers:
+#                    the GPU schedules' OpenCL build and its tests)
 #   .venv/: Halide 21.0.0, CMake and Ninja from PyPI (requirements.txt);
 #           PyTorch, pytest, scikit-learn and scikit-build-core (requirements-torch.txt),
 #           then the halcaps Python package, installed from build/ (HALCAPS_WITH_TORCH=OFF skips these)
@@ -15,7 +17,7 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------
 missing=()
-for package in catch2 libcli11-dev g++ python3-venv clang-14 libclang-rt-14-dev libomp-14-dev; do
+for package in catch2 libcli11-dev g++ python3-venv clang-14 libclang-rt-14-dev libomp-14-dev pocl-opencl-icd ocl-icd-libopencl1 ocl-icd-opencl-dev; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if ((${#missing[@]})); then

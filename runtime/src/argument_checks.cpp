@@ -105,6 +105,11 @@ Device ArgumentChecks::resolve_device(Device requested) {
         fail(StatusCode::wrong_memory_space,
              first_name + " is in cuda memory but the cpu device was asked for; pass host tensors or device cuda");
     }
+    if (requested == Device::opencl && first_space == MemorySpace::cuda) {
+        fail(StatusCode::wrong_memory_space, first_name +
+                                                 " is in cuda memory but the opencl device was asked for; it takes "
+                                                 "host tensors (Halide copies them to the device and back)");
+    }
     return requested;
 }
 

@@ -110,10 +110,11 @@ constexpr const char *kCudaDirectDefault = "staged_rows";
 
 std::string forward_implementation(const Options &options, Device device, int64_t out_caps, int64_t kernel_h,
                                    int64_t kernel_w, int stride) {
-    if (options.implementation.empty() && device == Device::cuda && kernel_h == 3 && kernel_w == 3 && stride == 1) {
+    const bool gpu = detail::runs_gpu_schedules(device);
+    if (options.implementation.empty() && gpu && kernel_h == 3 && kernel_w == 3 && stride == 1) {
         return "winograd4x4_staged";
     }
-    if (options.implementation.empty() && device == Device::cuda) return kCudaDirectDefault;
+    if (options.implementation.empty() && gpu) return kCudaDirectDefault;
     if (options.implementation.empty() && out_caps % 4 == 0) return device == Device::cpu ? "cpu_co4" : "tuned_co4";
     return detail::chosen_implementation(options, device);
 }
@@ -217,7 +218,7 @@ Status capsconv_backward(const TensorView &input, const TensorView &filter, cons
     // On CUDA the default is tuned_caps (its grad_filter walks the capsule
     // types across a warp): 2521 against tuned's 11612 us for both gradients
     // of the layer-sized problem on an H200 (schedules/capsconv_schedules.cpp).
-    const std::string implementation = options.implementation.empty() && device == Device::cuda
+    const std::string implementation = options.implementation.empty() && detail::runs_gpu_schedules(device)
                                            ? std::string("tuned_caps")
                                            : detail::chosen_implementation(options, device);
     const HalideKernelEntry *grad_in = nullptr, *grad_filt = nullptr;

@@ -84,7 +84,7 @@ bool gradient_vectors_fit(const std::vector<const TensorView *> &tensors, const 
 
 }  // namespace
 
-std::string default_implementation(Device device) { return device == Device::cuda ? "tuned" : "cpu"; }
+std::string default_implementation(Device device) { return detail::runs_gpu_schedules(device) ? "tuned" : "cpu"; }
 
 Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat, const Options &options) {
     const char *op = "predict";
@@ -109,7 +109,7 @@ Status predict(const TensorView &u, const TensorView &W, const TensorView &u_hat
     // batch_walk 38.0 against batch_vectors' 47.3 in an earlier run (seed
     // 391, nvidia-h200-batch-walk/final). Wide b32 (K = 16, outside both fast
     // paths): batch_vectors 106.7 us, batch_walk 1112.6.
-    if (options.implementation.empty() && device == Device::cuda) {
+    if (options.implementation.empty() && detail::runs_gpu_schedules(device)) {
         implementation = capsule_runs_fits(u, u_hat) ? "capsule_runs"
                          : batch_rows_fits(u, u_hat)   ? "batch_rows"
                          : batch_walk_fits(u, u_hat)   ? "batch_walk"
@@ -145,7 +145,7 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
     // later, vectors' grad_W with its k quads on adjacent lanes (seeds 802
     // and 803, docs/history.md: nvidia-h200-squash-groups/run5): 101.0 / 100.3
     // us at b128, 332.8 / 332.0 at b512, 247.8 / 247.9 at wide b32.
-    if (options.implementation.empty() && device == Device::cuda) {
+    if (options.implementation.empty() && detail::runs_gpu_schedules(device)) {
         implementation = gradient_vectors_fit({&g, &u, &W, &grad_u, &grad_W}, u, g) ? "vectors" : "tuned";
     }
     if (device == Device::cuda && detail::is_hand_cuda_implementation(op, implementation)) {

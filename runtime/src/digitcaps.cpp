@@ -221,7 +221,7 @@ Status pick_kernel(const char *op, ArgumentChecks &checks, const Options &option
         return detail::find_routing_kernel(op, generators_of(op), name, *device, iterations, kernel);
     };
     if (options.implementation.empty()) {
-        const CudaDefault d = *device == Device::cuda ? cuda_default(op) : cpu_default(op);
+        const CudaDefault d = detail::runs_gpu_schedules(*device) ? cuda_default(op) : cpu_default(op);
         if (d.preferred != nullptr && find(d.preferred).ok()) return Status::success();
         if (steps_possible && d.base == std::string(kSteps)) return run_steps();
         const Status s = find(d.base);
@@ -553,7 +553,7 @@ Status run_digitcaps(const char *op, const TensorView &u, const TensorView &W, c
         }
         return detail::run_halide(op, k->function, device, options, {u, W, b0_used}, outputs, {}, names);
     };
-    if (!options.implementation.empty() || device != Device::cuda) return run(kernel);
+    if (!options.implementation.empty() || !detail::runs_gpu_schedules(device)) return run(kernel);
     // The CUDA default refuses some shapes before any device work: the
     // fused_split schedules all but CapsNet's (in_dim 8, out_dim 16, out_caps
     // up to 24; fused_split_vectors up to 14, fused_split up to 11), the fused

@@ -71,7 +71,7 @@ HalideTensor::HalideTensor(const TensorView &view) : view_(view), dims_(view.sha
     }
 }
 
-Status status_from_halide(const char *op, int error_code, const std::string &error_text) {
+Status status_from_halide(const char *op, int error_code, const std::string &error_text, Device device) {
     if (error_code == halide_error_code_success) return Status::success();
     std::string message = std::string(op) + ": kernel failed (Halide error " + std::to_string(error_code) + ")";
     if (!error_text.empty()) message += ": " + one_line(error_text);
@@ -90,7 +90,9 @@ Status status_from_halide(const char *op, int error_code, const std::string &err
     // u_hat, 8 bytes) checks a host pointer before any work; Halide's message
     // names the buffer.
     if (error_code == halide_error_code_unaligned_host_ptr) return {StatusCode::misaligned_pointer, message};
-    if (is_device_error(error_code)) return {StatusCode::cuda_error, message};
+    if (is_device_error(error_code)) {
+        return {device == Device::opencl ? StatusCode::opencl_error : StatusCode::cuda_error, message};
+    }
     return {StatusCode::internal_error, message};
 }
 
@@ -183,10 +185,12 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
         return status_from_halide(op, code, call.error_text);
     }
 
-    if (Status s = resolve_cuda_context(options, &call.cuda_context); !s.ok()) {
-        return {s.code, std::string(op) + ": " + s.message};
+    if (device == Device::cuda) {
+        if (Status s = resolve_cuda_context(options, &call.cuda_context); !s.ok()) {
+            return {s.code, std::string(op) + ": " + s.message};
+        }
+        call.cuda_stream = options.cuda_stream;
     }
-    call.cuda_stream = options.cuda_stream;
 
     // Each tensor by its own memory space: device tensors are wrapped, host
     // inputs marked for Halide to copy to the device, host outputs copied back.
@@ -214,7 +218,7 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
                                                                    : halide_device_free(&call, raw[n]);
         if (code == halide_error_code_success) code = release;
     }
-    return status_from_halide(op, code, call.error_text);
+    return status_from_halide(op, code, call.error_text, device);
 }
 
 }  // namespace halcaps::detail

@@ -95,7 +95,8 @@ bool on_16_byte_boundary(const TensorView &t);
 // Runs `kernel` on inputs -> outputs (in the kernel's argument order) on the
 // given device. For CUDA, a tensor in device memory is wrapped, never copied;
 // a host tensor is copied to the device (inputs) or back (outputs), and the
-// call is then synchronous. `scalars` are the kernel's leading int32 inputs.
+// call is then synchronous. For OpenCL every tensor is a host one (the
+// argument checks refuse others), copied likewise. `scalars` are the kernel's leading int32 inputs.
 // `names` (inputs then outputs) name the tensors in error messages.
 //
 // Halide's CUDA code generator turns a 4-float access at an index it can
@@ -108,7 +109,9 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
                   const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
                   const std::vector<int32_t> &scalars, const std::vector<const char *> &names);
 
-// Turns a Halide error code and the handler's text into a Status.
-Status status_from_halide(const char *op, int error_code, const std::string &error_text);
+// Turns a Halide error code and the handler's text into a Status (a device
+// error as cuda_error or opencl_error, by the device that ran).
+Status status_from_halide(const char *op, int error_code, const std::string &error_text,
+                          Device device = Device::cuda);
 
 }  // namespace halcaps::detail

@@ -13,12 +13,21 @@ namespace halcaps::detail {
 struct HalideKernelEntry {
     const char *generator;  // e.g. "capsule_predict"
     const char *schedule;   // e.g. "tuned"
-    Device device;          // cpu or cuda
+    Device device;          // cpu, cuda or opencl
     int iterations;         // routing generators: the unrolled iteration count; 0 otherwise
     HalideKernel function;
 };
 
 const std::vector<HalideKernelEntry> &halide_kernels();
+
+// The CUDA kernels that get no OpenCL twin, and why
+// (cmake/HalcapsKernels.cmake, HALCAPS_OPENCL_EXCLUSIONS).
+struct OpenCLExclusion {
+    const char *generator;  // or "*": every generator
+    const char *schedule;
+    const char *reason;
+};
+const std::vector<OpenCLExclusion> &opencl_exclusions();
 
 // Null when no kernel of that generator, schedule, device (and iteration
 // count, for the routing generators) was built.

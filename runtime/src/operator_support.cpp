@@ -4,10 +4,12 @@
 #include <mutex>
 
 #include "HalideRuntime.h"
+#include "opencl_support.h"
 
 namespace halcaps::detail {
 
 Status check_device_ready(const char *op, Device device) {
+    if (device == Device::opencl) return opencl_ready(op);
     if (device != Device::cuda) return Status::success();
     if (!cuda_built()) {
         return {StatusCode::device_unavailable,

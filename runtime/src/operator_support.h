@@ -10,8 +10,12 @@
 
 namespace halcaps::detail {
 
-// device_unavailable when cuda is asked for without CUDA in the build or a device.
+// device_unavailable when cuda or opencl is asked for without it in the build or a device.
 Status check_device_ready(const char *op, Device device);
+
+// Whether `device` runs the Halide GPU schedules: CUDA, and OpenCL, which
+// runs the same schedules under the same names with the same defaults.
+inline bool runs_gpu_schedules(Device device) { return device == Device::cuda || device == Device::opencl; }
 
 // options.implementation, or the device's default when empty.
 std::string chosen_implementation(const Options &options, Device device);

@@ -20,6 +20,7 @@ const char *status_code_name(StatusCode code) {
     case StatusCode::bad_parameter: return "bad_parameter";
     case StatusCode::unsupported_shape: return "unsupported_shape";
     case StatusCode::misaligned_pointer: return "misaligned_pointer";
+    case StatusCode::opencl_error: return "opencl_error";
     }
     return "unknown_status_code";
 }
@@ -29,6 +30,7 @@ const char *device_name(Device device) {
     case Device::automatic: return "automatic";
     case Device::cpu: return "cpu";
     case Device::cuda: return "cuda";
+    case Device::opencl: return "opencl";
     }
     return "unknown";
 }

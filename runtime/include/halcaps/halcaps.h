@@ -3,6 +3,8 @@
 // The whole public API. Every entry point validates its arguments before any
 // kernel runs and reports problems through the returned Status; none aborts.
 // Tensors are float32, dense and row-major, on the host or on a CUDA device.
+// Device::opencl runs the same Halide GPU schedules compiled for OpenCL on
+// host tensors (README, "The OpenCL build").
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@ enum class StatusCode {
     unsupported_strides,     // a tensor is not dense row-major
     wrong_memory_space,      // host and device tensors mixed, or in the wrong place for the device
     unknown_implementation,  // no implementation of that name for that device
-    device_unavailable,      // CUDA asked for but not built in, or no CUDA device present
+    device_unavailable,      // CUDA (OpenCL) asked for but not built in, or no such device present
     out_of_memory,
     cuda_error,              // a CUDA call failed
     internal_error,          // a kernel reported an error the checks above should have caught
@@ -31,6 +33,7 @@ enum class StatusCode {
     misaligned_pointer,      // a CUDA tensor for a Halide kernel is not 16-byte aligned
                              // (or a host tensor not aligned as its kernel declares:
                              // u_hat, 8 bytes, for predict's batch_walk and batch_rows)
+    opencl_error,            // an OpenCL call failed (a kernel's build or launch, a copy)
 };
 
 // Stable lower-case name of a code, e.g. "extent_mismatch".
@@ -66,6 +69,13 @@ enum class Device {
     automatic,  // cuda when the tensors live on a CUDA device, otherwise cpu
     cpu,
     cuda,
+    // The Halide GPU schedules compiled for OpenCL, on the first OpenCL
+    // device (HL_OCL_PLATFORM_NAME and HL_OCL_DEVICE_TYPE choose another;
+    // runtime/src/opencl_support.h). Host tensors only: Halide copies the
+    // inputs to the device and the outputs back, and the call is
+    // synchronous. The implementations and defaults are CUDA's Halide ones
+    // (not the hand-written cuda_*), under the same names.
+    opencl,
 };
 
 struct Options {
@@ -211,7 +221,7 @@ struct ImplementationInfo {
                                  // "digitcaps", "digitcaps_backward", "digitcaps_with_s",
                                  // "digitcaps_backward_with_s", "capsconv" or "capsconv_backward"
     std::string implementation;  // e.g. "cpu", "naive", "tuned", "stage_per_op", "autodiff"
-    Device device;               // cpu or cuda
+    Device device;               // cpu, cuda or opencl
     std::string description;
     std::vector<int> iterations;  // routing ops: the iteration counts built; empty otherwise
 };
@@ -231,6 +241,13 @@ bool cuda_built();
 bool cuda_device_available();
 // Name of the CUDA device (empty if none).
 std::string cuda_device_name();
+
+// Whether this build carries the OpenCL kernels, whether the OpenCL device
+// (Device::opencl) is usable now, and its name with its platform's (empty if
+// none). The first call looks for the device and makes its context.
+bool opencl_built();
+bool opencl_device_available();
+std::string opencl_device_name();
 
 // The Halide kernels' device intermediates (the fused routing passes' partial
 // sums, the backward's stages) go to a cache when a call ends, and later
