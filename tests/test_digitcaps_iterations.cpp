@@ -19,10 +19,9 @@ TEST_CASE("iterations: every routing op lists 1 to the limit on the CPU", "[iter
             const auto impls = implementations(op, n);
             REQUIRE(std::find(impls.begin(), impls.end(), "steps") != impls.end());
         }
-        // The CPU default takes every count too.
-        // The forwards' defaults take every count too (the backward's default is "steps").
+        // The CPU defaults take every count too (route_backward's default is "steps").
         const std::string o = op;
-        if (o == "route_backward" || o == "digitcaps_backward") continue;
+        if (o == "route_backward") continue;
         const std::string default_impl = o == "digitcaps_with_s" ? "fused_cpu" : "cpu";
         for (int n : {2, 4, 16, kMaxRoutingIterations}) {
             const auto impls = implementations(op, n);
@@ -80,12 +79,13 @@ TEST_CASE("iterations: counts beyond the limit are refused at once, naming the c
     }
 }
 
-TEST_CASE("iterations: the CPU backward's default is the per-iteration kernels", "[iterations]") {
+TEST_CASE("iterations: the CPU backward defaults: steps for routing, cpu where built for the layer", "[iterations]") {
     // Named or not, the same kernels: bitwise equal results.
     INFO("seed " << seed());
     DigitCapsProblem a({3, 7, 5, 4, 9});
     DigitCapsProblem b = a;
     for (int iterations : {2, 3}) {
+        INFO("iterations " << iterations);
         REQUIRE(route_backward(a.u_hat_v(), a.b0_v(), a.grad_v_v(), a.grad_u_hat_v(), a.grad_b0_v(), iterations,
                                cpu_options())
                     .ok());
@@ -93,11 +93,13 @@ TEST_CASE("iterations: the CPU backward's default is the per-iteration kernels",
                                cpu_options("steps"))
                     .ok());
         REQUIRE(a.grad_u_hat == b.grad_u_hat);
+        // digitcaps_backward: the unrolled "cpu" where it is built (3), "steps" for the other counts (2).
+        const std::string layer_default = iterations == 3 ? "cpu" : "steps";
         REQUIRE(digitcaps_backward(a.u_v(), a.W_v(), a.b0_v(), a.grad_v_v(), a.grad_u_v(), a.grad_W_v(), a.grad_b0_v(),
                                    iterations, cpu_options())
                     .ok());
         REQUIRE(digitcaps_backward(b.u_v(), b.W_v(), b.b0_v(), b.grad_v_v(), b.grad_u_v(), b.grad_W_v(), b.grad_b0_v(),
-                                   iterations, cpu_options("steps"))
+                                   iterations, cpu_options(layer_default))
                     .ok());
         REQUIRE(a.grad_u == b.grad_u);
         REQUIRE(a.grad_W == b.grad_W);
