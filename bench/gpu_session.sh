@@ -12,7 +12,8 @@
 # The binaries come xz-compressed in .gpu/ (built on the build machine, which
 # has nvcc but no GPU): halcaps.xz (the CLI), halcaps_cuda_tests.xz and
 # _halcaps_ops.so.xz (the PyTorch extension built against the GPU machine's
-# torch by scripts/build-torch-extension.sh).
+# torch by scripts/build-torch-extension.sh), and COMMIT, the commit they were
+# built at.
 set -uo pipefail
 out=${1:?usage: bench/gpu_session.sh OUT_DIR tests|torch|bench}
 mode=${2:?usage: bench/gpu_session.sh OUT_DIR tests|torch|bench}
@@ -22,19 +23,18 @@ for packed in .gpu/*.xz; do
     name=$(basename "$packed" .xz)
     xz -dc "$packed" > "$bin/$name" && chmod +x "$bin/$name"
 done
-# OpenCL on the GPU machine: its driver's ICD (libnvidia-opencl) through the
-# ICD loader carried from the build machine, where the machine has none.
-if [ -f .gpu/libOpenCL.so.1 ] && ! ldconfig -p | grep -q "libOpenCL.so.1"; then
-    mkdir -p /tmp/ocl/vendors && cp .gpu/libOpenCL.so.1 /tmp/ocl/
-    [ -d /etc/OpenCL/vendors ] || { echo libnvidia-opencl.so.1 > /tmp/ocl/vendors/nvidia.icd; export OCL_ICD_VENDORS=/tmp/ocl/vendors; }
-    export LD_LIBRARY_PATH=/tmp/ocl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# OpenCL on the GPU machine: its ICD loader lists PoCL only (seen 2026-12-01),
+# while the driver's libnvidia-opencl is there; register it for this run.
+if ldconfig -p | grep -q "libnvidia-opencl.so.1" && [ ! -e /etc/OpenCL/vendors/nvidia.icd ]; then
+    mkdir -p /tmp/ocl/vendors && echo libnvidia-opencl.so.1 > /tmp/ocl/vendors/nvidia.icd
+    export OCL_ICD_VENDORS=/tmp/ocl/vendors HL_OCL_PLATFORM_NAME=NVIDIA
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 case "$mode" in
 tests)
     { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv
-      git log -1 --format='commit %h %s' 2>/dev/null
+      echo "binaries built at commit $(cat .gpu/COMMIT 2>/dev/null)"
       python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
       echo "OpenCL vendors: $(ls /etc/OpenCL/vendors 2>/dev/null | tr '\n' ' ')"
       echo "OpenCL libraries: $(ldconfig -p | grep -i -o 'lib[a-z-]*opencl[^ ]*' | sort -u | tr '\n' ' ')"

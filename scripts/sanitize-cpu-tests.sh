@@ -44,7 +44,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 cd "$sanitize_build"
 run_start=$SECONDS
 rc=0
-ctest --output-on-failure -j "$(nproc)" -E '^(cuda_|downstream_install$|cli_explore$|plot_)' ${only[@]+"${only[@]}"} "$@" ||
+ctest --output-on-failure -j "$(nproc)" -E '^(cuda_|opencl_|downstream_install$|cli_explore$|plot_)' ${only[@]+"${only[@]}"} "$@" ||
     rc=$?
 # A test judged by its output alone (PASS_REGULAR_EXPRESSION) passes whatever
 # its exit status, so a report printed after the expected output (a leak at

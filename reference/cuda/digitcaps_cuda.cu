@@ -266,8 +266,10 @@ __global__ void __maxnreg__(kPassRegisters) pass_kernel(const float *__restrict_
             const float *u_row = u_stage + slot * kLanes * a.u_stride + lane * a.u_stride;
             const float logit0 = b0 != nullptr ? W_stage[slot * a.w_stride + a.w_stride - a.J + j] : 0.0f;
             constexpr float kLog2e = 1.44269504f;
-            logits[lane * a.l_stride + j] =
-                kLog2e * predict_and_agree<EM, FAST>(W_ij, u_row, v_row, a.E, a.K, logit0, u_hat);
+            // The first pass's logits are b0 alone: its v_row of zeros times a
+            // non-finite u_hat would make them NaN where the formulas have none.
+            const float agreed = predict_and_agree<EM, FAST>(W_ij, u_row, v_row, a.E, a.K, logit0, u_hat);
+            logits[lane * a.l_stride + j] = kLog2e * (agreement ? agreed : logit0);
         }
         __pipeline_wait_prior(kStages - 3);  // step + 1 has landed
         __syncthreads();                     // ...for every thread, and so have the logits
