@@ -40,7 +40,7 @@ tests)
       echo "OpenCL libraries: $(ldconfig -p | grep -i -o 'lib[a-z-]*opencl[^ ]*' | sort -u | tr '\n' ' ')"
       "$bin/halcaps" info 2>&1 | grep -i -m3 "opencl"; } > "$out/gpu.txt" 2>&1
     cat "$out/gpu.txt"
-    timeout 420 "$bin/halcaps_cuda_tests" --durations yes > "$out/cuda_tests.log" 2>&1
+    timeout 560 "$bin/halcaps_cuda_tests" --durations yes > "$out/cuda_tests.log" 2>&1
     echo "rc $?" >> "$out/cuda_tests.log"
     tail -4 "$out/cuda_tests.log"
     grep -B2 -A14 "FAILED" "$out/cuda_tests.log" | head -60
