@@ -354,6 +354,17 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
     } else {
         accum.unroll(p0);
         update.unroll(p0);
+        if (!t.stage_input && t.filter_out_caps_dim == 2) {
+            // The forward's input pose values of one tap, loaded into
+            // registers: inlined into the products, Halide folds a padding
+            // zero times the filter to 0, dropping a NaN or inf filter
+            // element there (the formula's 0 * NaN is NaN).
+            Func pose = input.in(accum);
+            pose.compute_at(accum, RVar(r.z))
+                .store_in(MemoryType::Register)
+                .unroll(pose.args()[0])
+                .unroll(pose.args()[1]);
+        }
     }
 
     // The filter's capsule dims: (2, 3) = (co, ci) in the forward, where co

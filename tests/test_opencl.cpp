@@ -12,6 +12,7 @@
 
 #include "capsconv_checks.h"
 #include "digitcaps_checks.h"
+#include "nonfinite_checks.h"
 #include "test_support.h"
 
 using namespace halcaps;
@@ -252,6 +253,18 @@ TEST_CASE("opencl: capsule convolution, the Winograd forms on 3x3 stride-1 shape
 //   extent_mismatch.
 // This test is those inputs on the opencl device: refused with those
 // statuses, before any kernel runs.
+// NaN, +inf and -inf at one element of each input of each operator, by
+// every OpenCL schedule (nonfinite_checks.h, digitcaps_checks.h).
+TEST_CASE("opencl: NaN, +inf and -inf in each input of each operator", "[opencl][nonfinite]") {
+    check_nonfinite_predict(Device::opencl);
+    check_nonfinite_capsconv(Device::opencl);
+    check_nonfinite_issue_cases(Device::opencl);
+    for (int iterations : {1, 3}) {
+        check_nonfinite_route(Device::opencl, iterations);
+        check_nonfinite_layer(Device::opencl, iterations);
+    }
+}
+
 TEST_CASE("opencl: the inputs the dropped in-kernel assertions guard against are refused before the launch",
           "[opencl][errors]") {
     PredictProblem p({4, 3, 8, 5, 16});
