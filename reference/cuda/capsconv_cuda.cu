@@ -27,9 +27,13 @@ struct Geometry {
     i64 T;  // KH * KW * CI taps
 };
 
-// Calls f(local_tap, input_pose) for the taps t0 .. t0+nt-1 (t = (dy*KW + dx)*CI + c)
-// whose input pixel lies inside the image; taps in the zero padding add
-// nothing and are skipped. local_tap indexes the staged filter chunk.
+// A pose of zeros: what a tap in the zero padding reads.
+__device__ __align__(16) float kZeroPose[16];
+
+// Calls f(local_tap, input_pose) for the taps t0 .. t0+nt-1 (t = (dy*KW + dx)*CI + c).
+// A tap in the zero padding reads kZeroPose, so that a NaN or inf filter
+// value there gives NaN, as the formula's 0 * NaN does (skipping it would
+// drop it). local_tap indexes the staged filter chunk.
 template <typename F>
 __device__ __forceinline__ void for_taps(const float *__restrict__ in, const Geometry &g, i64 t0, int nt, i64 nn,
                                          i64 oy, i64 ox, F f) {
@@ -39,7 +43,8 @@ __device__ __forceinline__ void for_taps(const float *__restrict__ in, const Geo
     for (int lt = 0; lt < nt; lt++) {
         const i64 iy = oy * g.stride + dy - g.pad;
         const i64 ix = ox * g.stride + dx - g.pad;
-        if (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W) f(lt, in + (((nn * g.H + iy) * g.W + ix) * g.CI + c) * 16);
+        const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
+        f(lt, inside ? in + (((nn * g.H + iy) * g.W + ix) * g.CI + c) * 16 : kZeroPose);
         if (++c == g.CI) {
             c = 0;
             if (++dx == g.KW) {
