@@ -556,9 +556,15 @@ const float kSpecials[] = {kNaN, kInf, -kInf};
 // take a * b as three TF32 products of the operands' big and small parts. An
 // infinite operand's small part is inf - inf = NaN (and a finite one's small
 // part can have the other sign), so where the formula gives +-inf they may
-// give NaN: still non-finite, and no NaN or finite element changes. The
-// checks take NaN for an infinity from these kernels, and only from them.
-inline bool splits_into_tf32(const std::string &implementation) { return implementation == "cuda_tensor"; }
+// give NaN: still non-finite, and no NaN or finite element changes. So may
+// the layer backward's "cuda_passes", whose grad_u and grad_W are the
+// tensor-core prediction gradients' (reference/cuda/digitcaps_backward_cuda.cu).
+// The checks take NaN for an infinity from these kernels, and only from them
+// (route_backward's cuda_passes has no tensor-core stage and is not checked
+// through this).
+inline bool splits_into_tf32(const std::string &implementation) {
+    return implementation == "cuda_tensor" || implementation == "cuda_passes";
+}
 
 // ref with NaN where it is +-inf and x is NaN, for an implementation that
 // splits_into_tf32; ref itself for any other.
