@@ -81,7 +81,8 @@ enum class Device {
 struct Options {
     Device device = Device::automatic;
     // Which implementation to run, e.g. "cpu", "naive", "tuned"; empty picks
-    // the default for the device (see default_implementation()).
+    // the operator's default for the device and arguments (see
+    // ImplementationInfo and default_implementation(op, device)).
     std::string implementation;
     // CUDA only. The stream the kernels are queued on (a cudaStream_t / CUstream);
     // null means the legacy default stream. Work is asynchronous on device
@@ -215,25 +216,36 @@ Status capsconv_backward(const TensorView &input, const TensorView &filter, cons
                          const TensorView &grad_input, const TensorView &grad_filter, const ConvParams &params = {},
                          const Options &options = {});
 
-// What can be run: one entry per (operator, implementation, device).
+// What can be run: one entry per (operator, implementation, device), read
+// from the runtime's tables (runtime/src/*_implementations.cpp), in table
+// order. With no implementation named, an operator runs its default: the
+// first of its default rows on the device (default_rank 1, 2, ...) that is
+// the default for the arguments (default_when says where), takes the
+// iteration count, and takes the shape; a row that refuses the shape
+// (unsupported_shape) hands the call on to the next.
 struct ImplementationInfo {
     std::string op;              // "predict", "predict_backward", "squash", "route", "route_backward",
                                  // "digitcaps", "digitcaps_backward", "digitcaps_with_s",
-                                 // "digitcaps_backward_with_s", "capsconv" or "capsconv_backward"
-    std::string implementation;  // e.g. "cpu", "naive", "tuned", "stage_per_op", "autodiff"
+                                 // "digitcaps_backward_with_s", "digitcaps_with_c",
+                                 // "digitcaps_backward_with_c", "capsconv" or "capsconv_backward"
+    std::string implementation;  // e.g. "cpu", "batch_rows", "stage_per_kernel", "steps", "cuda_naive"
     Device device;               // cpu, cuda or opencl
     std::string description;
-    std::vector<int> iterations;  // routing ops: the iteration counts built; empty otherwise
+    std::vector<int> iterations;  // routing ops: the iteration counts it runs; empty otherwise
+    int default_rank = 0;         // its place in the default walk on its device (1 first); 0: by name only
+    std::string default_when;     // where it is the default (empty: by name only)
+    std::string family;           // "halide", "hand_written" or "library"
 };
 std::vector<ImplementationInfo> list_implementations();
-// The prediction's default on `device` ("tuned" on CUDA, "cpu" on the CPU).
-// Some operators pick their own: predict's forward on CUDA runs
-// "batch_rows" where its fast path applies (out_dim 16, in_dim 8, a batch
-// that is a multiple of 128, out_caps 8 to 32, u_hat 8-byte aligned), else
-// "batch_walk" where its own does (the same without the out_caps range),
-// else "batch_vectors";
-// routing, the DigitCaps layer and the capsule convolution have their own
-// defaults (README).
+// The first default row of `op` on `device` (cpu, cuda or opencl) that
+// takes `iterations` (routing ops; 0 for the others): what a call with no
+// implementation named runs where that row's default_when and shape limits
+// hold (else a later row; list_implementations() has them all). Empty when
+// the op has no default there.
+std::string default_implementation(const std::string &op, Device device, int iterations = 0);
+// The name of the general Halide schedule of `device`: "cpu" on the CPU,
+// "tuned" on CUDA and OpenCL. It is no operator's default as such (see
+// default_implementation(op, device)); kept for existing callers.
 std::string default_implementation(Device device);
 
 // Whether this build carries CUDA code, and whether a CUDA device is usable now.
