@@ -52,7 +52,7 @@ Status cublas_status(const std::string &op, const ref::CublasResult &result) {
 
 ref::PredictShape shape_of(const TensorView &u, const TensorView &W) {
     // u [B, I, K], W [I, J, E, K]
-    return {u.shape[0], u.shape[1], W.shape[1], W.shape[2], W.shape[3]};
+    return {u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
 }
 
 // The hand-written version number for "cuda_<name>", or 0.

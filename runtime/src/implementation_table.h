@@ -24,7 +24,7 @@ namespace halcaps::detail {
 
 enum class Family {
     halide,        // an ahead-of-time compiled Halide kernel (the registry)
-    hand_written,  // hand-written CUDA (reference/cuda/) or the CPU's chained step kernels
+    hand_written,  // hand-written CUDA (reference/cuda/)
     library,       // a vendor library (cuBLAS, cuDNN)
 };
 const char *family_name(Family family);

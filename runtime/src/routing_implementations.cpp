@@ -147,8 +147,7 @@ struct Builder {
         if (has("steps", Device::cpu)) return;
         Implementation<RoutingCall> row;
         row.name = "steps";
-        row.device = Device::cpu;
-        row.family = Family::hand_written;
+        row.device = Device::cpu;  // family halide: Halide kernels, chained
         row.iterations = every_count();
         row.description = std::string("Halide kernels of one routing iteration each (generators routing_step_*), "
                                       "chained by the runtime (") +

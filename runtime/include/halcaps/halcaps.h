@@ -114,7 +114,9 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
 // (list_implementations() says which per implementation); on the CPU the
 // defaults run any other count by per-iteration kernels (implementation
 // "steps", which takes every count), and on CUDA the hand-written cuda_*
-// implementations take any count.
+// implementations take any count: the CUDA defaults fall through to them
+// where no Halide default is built for the count. Every op's rows and
+// default order: runtime/src/routing_implementations.cpp.
 //
 // NaN and +-inf propagate as the formulas do in IEEE arithmetic (docs/design.md
 // §1.2): e.g. a NaN in u_hat makes all of its batch element's v NaN after
@@ -132,14 +134,16 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
              const Options &options = {});
 
 // Prediction (u_hat = W u, never stored) followed by routing, in one pipeline.
+// (Defaults and implementations of every op: list_implementations().)
 //   u [B, I, K], W [I, J, E, K], b0 [I, J] or empty, v [B, J, E]
 Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
                  int iterations = 3, const Options &options = {});
 
 // Gradients of route through every iteration, given grad_v = dL/dv [B, J, E]:
 // grad_u_hat [B, I, J, E] and grad_b0 [I, J] (summed over the batch; may be an
-// empty view when not wanted). Implementations: "cpu" (hand-derived backward)
-// and "autodiff" (Halide's propagate_adjoints, scheduled by Li2018).
+// empty view when not wanted). Implementations: list_implementations(); on the
+// CPU "steps" (the default), "cpu" (the hand-derived backward unrolled) and
+// "root_autodiff" (Halide's propagate_adjoints, every stage compute_root).
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
                       const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations = 3,
                       const Options &options = {});
@@ -158,9 +162,9 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
 // them instead. The gradients are those of digitcaps at the s given (the
 // forward's own s, up to float32 rounding, when they come from
 // digitcaps_with_s with the same u, W and b0). Their Halide kernels are built
-// for 3 iterations on CUDA (unsupported_iterations otherwise) and for 1, 3
-// and 5 on the CPU, where other counts run the per-iteration kernels; the
-// hand-written "cuda_tensor" runs any count on CUDA.
+// for 3 iterations on CUDA and for 1, 3 and 5 on the CPU, where other counts
+// run the per-iteration kernels; the hand-written "cuda_tensor" runs any
+// count on CUDA, and is the CUDA default at the other counts.
 // routing_s must be [iterations, batch, out_caps, out_dim] (bad_rank,
 // extent_mismatch otherwise).
 Status digitcaps_with_s(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
@@ -201,7 +205,8 @@ Status digitcaps_backward_with_c(const TensorView &u, const TensorView &W, const
 // extents must be the ones above (extent_mismatch otherwise). The forward's
 // Winograd implementations (winograd2x2_*, winograd4x4_*) take 3x3 filters
 // at stride 1 only (unsupported_shape otherwise); with no implementation
-// named, CUDA runs winograd4x4_staged for those.
+// named, CUDA runs winograd4x4_staged for those (the defaults:
+// runtime/src/capsconv_implementations.cpp).
 struct ConvParams {
     int stride = 1;
     int pad = 0;
