@@ -80,14 +80,17 @@ Status row_applies(const Implementation<Call> &row, const Call &call) {
     return {s.code, std::string(call.op) + ": implementation '" + row.name + "' " + s.message};
 }
 
-// The names of the table's rows on `device`, in table order, for messages.
+// The names of the table's rows on `device`, in table order, for messages;
+// where there are none, those on the other devices.
 template <typename Call>
 std::string row_names(const ImplementationTable<Call> &table, Device device) {
-    std::string out;
+    std::string out, elsewhere;
     for (const auto &row : table) {
         if (row.device == device) out += (out.empty() ? "" : ", ") + row.name;
+        if (row.device != device) elsewhere += (elsewhere.empty() ? "" : ", ") + row.name + " (" + device_name(row.device) + ")";
     }
-    return out.empty() ? "none" : out;
+    if (!out.empty()) return out;
+    return elsewhere.empty() ? "none" : "none; on other devices: " + elsewhere;
 }
 
 // Runs call.options->implementation, or the default (see the top).
