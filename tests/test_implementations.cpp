@@ -47,8 +47,8 @@ detail::ImplementationTable<FakeCall> fake_table() {
     t.push_back(fake_row("three", {3}, "at 3"));
     t.push_back(fake_row("small", every, "sizes up to 4"));
     t.back().check = [](const FakeCall &c) {
-        return c.size <= 4 ? Status::success()
-                           : Status{StatusCode::unsupported_shape, "takes sizes up to 4, got " + std::to_string(c.size)};
+        if (c.size <= 4) return Status::success();
+        return Status{StatusCode::unsupported_shape, "takes sizes up to 4, got " + std::to_string(c.size)};
     };
     t.push_back(fake_row("refuses", every, "always", {StatusCode::unsupported_shape, "fake: refused when run"}));
     t.push_back(fake_row("any", every, "always"));

@@ -334,7 +334,9 @@ Status run_routing_kernel(const RoutingCall &c, const HalideKernelEntry &kernel)
 
 Status run_routing_steps(const RoutingCall &c) {
     const RoutingExtents &x = c.x;
-    if (c.u_hat != nullptr && !c.backward()) return run_step_route(c.op, *c.u_hat, *c.b0, *c.v, x, c.iterations, nullptr);
+    if (c.u_hat != nullptr && !c.backward()) {
+        return run_step_route(c.op, *c.u_hat, *c.b0, *c.v, x, c.iterations, nullptr);
+    }
     if (c.u_hat != nullptr) {
         return run_step_route_backward(c.op, *c.u_hat, *c.b0, *c.grad_v, *c.grad_u_hat, *c.grad_b0, x, c.iterations,
                                        nullptr);

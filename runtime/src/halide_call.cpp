@@ -109,13 +109,17 @@ std::string halide_argv(const halide_filter_metadata_t &metadata, void **user_co
         }
         if (arg.kind == halide_argument_kind_input_scalar) {
             if (arg.type.code != halide_type_int || arg.type.bits != 32) return "scalar " + name + " is not int32";
-            if (next_scalar == scalars.size()) return "takes more than the " + std::to_string(scalars.size()) + " scalars given";
+            if (next_scalar == scalars.size()) {
+                return "takes more than the " + std::to_string(scalars.size()) + " scalars given";
+            }
             args->push_back(const_cast<int32_t *>(&scalars[next_scalar++]));
             continue;
         }
         const bool is_input = arg.kind == halide_argument_kind_input_buffer;
         (is_input ? inputs : outputs)++;
-        if (next_buffer == buffers.size()) return "takes more than the " + std::to_string(buffers.size()) + " buffers given";
+        if (next_buffer == buffers.size()) {
+            return "takes more than the " + std::to_string(buffers.size()) + " buffers given";
+        }
         if (is_input != (next_buffer < input_count)) {
             return "buffer " + name + " is an " + (is_input ? "input" : "output") + " where an " +
                    (is_input ? "output" : "input") + " is given";

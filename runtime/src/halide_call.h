@@ -42,8 +42,8 @@ bool on_16_byte_boundary(const TensorView &t);
 // Runs `kernel` on inputs -> outputs (in the kernel's argument order) on the
 // given device, through its _argv entry point (halide_argv.h); a kernel whose
 // metadata disagrees with the tensors and scalars given (their counts, a
-// buffer's rank) is internal_error naming the kernel, before any work. For CUDA, a tensor in device memory is wrapped, never copied;
-// a host tensor is copied to the device (inputs) or back (outputs), and the
+// buffer's rank) is internal_error naming the kernel, before any work. For
+// CUDA, a tensor in device memory is wrapped, never copied; a host tensor is copied to the device (inputs) or back (outputs), and the
 // call is then synchronous. For OpenCL every tensor is a host one (the
 // argument checks refuse others), copied likewise. `scalars` are the kernel's leading int32 inputs.
 // `names` (inputs then outputs) name the tensors in error messages.

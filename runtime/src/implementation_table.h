@@ -87,7 +87,9 @@ std::string row_names(const ImplementationTable<Call> &table, Device device) {
     std::string out, elsewhere;
     for (const auto &row : table) {
         if (row.device == device) out += (out.empty() ? "" : ", ") + row.name;
-        if (row.device != device) elsewhere += (elsewhere.empty() ? "" : ", ") + row.name + " (" + device_name(row.device) + ")";
+        if (row.device != device) {
+            elsewhere += (elsewhere.empty() ? "" : ", ") + row.name + " (" + device_name(row.device) + ")";
+        }
     }
     if (!out.empty()) return out;
     return elsewhere.empty() ? "none" : "none; on other devices: " + elsewhere;
