@@ -240,10 +240,16 @@ void add_info_command(CLI::App &app) {
         std::printf("CUDA device: %s\n", cuda_device_available() ? cuda_device_name().c_str() : "none");
         std::printf("OpenCL support built: %s\n", opencl_built() ? "yes" : "no");
         std::printf("OpenCL device: %s\n", opencl_device_available() ? opencl_device_name().c_str() : "none");
-        std::printf("%-18s %-16s %-6s %s\n", "op", "implementation", "device", "description");
+        // default: the row's place in the op's default walk on its device
+        // (runtime/src/implementation_table.h), and where it is the default.
+        std::printf("%-18s %-16s %-6s %-12s %-7s %s\n", "op", "implementation", "device", "family", "default",
+                    "description");
         for (const auto &info : list_implementations()) {
-            std::printf("%-18s %-16s %-6s %s\n", info.op.c_str(), info.implementation.c_str(),
-                        device_name(info.device), info.description.c_str());
+            const std::string rank = info.default_rank == 0 ? "-" : std::to_string(info.default_rank);
+            const std::string when = info.default_when.empty() ? "" : " [default: " + info.default_when + "]";
+            std::printf("%-18s %-16s %-6s %-12s %-7s %s%s\n", info.op.c_str(), info.implementation.c_str(),
+                        device_name(info.device), info.family.c_str(), rank.c_str(), info.description.c_str(),
+                        when.c_str());
         }
     });
 }

@@ -108,20 +108,10 @@ LoadedKernel::LoadedKernel(const std::string &library, const std::string &functi
     // RTLD_LOCAL: each point's runtime copy stays private to its .so.
     handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle_ == nullptr) throw UsageError{std::string("cannot load ") + library + ": " + dlerror()};
-    look_up(handle_, library, (function + "_argv").c_str(), &function_argv_);
-    const halide_filter_metadata_t *(*metadata)() = nullptr;
-    look_up(handle_, library, (function + "_metadata").c_str(), &metadata);
-    int found_scalars = 0, found_buffers = 0;
-    for (int n = 0; n < metadata()->num_arguments; n++) {
-        const halide_filter_argument_t &arg = metadata()->arguments[n];
-        if (std::string(arg.name) == "__user_context") continue;
-        (arg.kind == halide_argument_kind_input_scalar ? found_scalars : found_buffers)++;
-    }
-    if (found_scalars != scalars || found_buffers != buffers) {
-        throw UsageError{library + ": " + function + " takes " + std::to_string(found_scalars) + " scalars and " +
-                         std::to_string(found_buffers) + " buffers, the operator " + std::to_string(scalars) +
-                         " and " + std::to_string(buffers)};
-    }
+    look_up(handle_, library, (function + "_argv").c_str(), &function_.argv);
+    look_up(handle_, library, (function + "_metadata").c_str(), &function_.metadata);
+    scalar_count_ = scalars;
+    input_count_ = buffers - 1;
     look_up(handle_, library, "halide_copy_to_host", &copy_to_host_);
     look_up(handle_, library, "halide_copy_to_device", &copy_to_device_);
     look_up(handle_, library, "halide_device_sync", &device_sync_);
@@ -142,13 +132,19 @@ LoadedKernel::~LoadedKernel() {
 }
 
 int LoadedKernel::call(const std::vector<int32_t> &scalars, const std::vector<halide_buffer_t *> &buffers) const {
-    // The _argv entry point takes a pointer per argument: to the value for
-    // scalars (the user context first), the buffer itself for buffers.
+    // The runtime's way (runtime/src/halide_argv.h), with a null user context.
     void *user_context = nullptr;
-    std::vector<void *> args{&user_context};
-    for (const int32_t &s : scalars) args.push_back(const_cast<int32_t *>(&s));
-    for (halide_buffer_t *b : buffers) args.push_back(b);
-    return function_argv_(args.data());
+    std::vector<void *> args;
+    if (scalars.size() != static_cast<size_t>(scalar_count_)) {
+        throw UsageError{std::string(function_.metadata()->name) + ": called with " + std::to_string(scalars.size()) +
+                         " scalars, the operator has " + std::to_string(scalar_count_)};
+    }
+    if (std::string why = detail::halide_argv(*function_.metadata(), &user_context, scalars, buffers,
+                                              static_cast<size_t>(input_count_), &args);
+        !why.empty()) {
+        throw UsageError{std::string(function_.metadata()->name) + " " + why + " (the operator's arguments)"};
+    }
+    return function_.argv(args.data());
 }
 
 int LoadedKernel::sync(halide_buffer_t *buffer) const {

@@ -12,21 +12,24 @@
 
 #include "HalideRuntime.h"
 #include "cli/common.h"
+#include "runtime/src/halide_argv.h"
 
 namespace halcaps::cli {
 
 class LoadedKernel {
 public:
-    // dlopen(RTLD_LOCAL) and look the symbols up; throws UsageError on failure,
-    // or when the function does not take `scalars` int32 arguments followed
-    // by `buffers` buffers (as read from its metadata).
+    // dlopen(RTLD_LOCAL) and look the symbols up; throws UsageError on failure.
+    // `scalars` int32 arguments and `buffers` buffers (the last the output)
+    // are what the operator passes; call() checks them against the
+    // function's metadata.
     LoadedKernel(const std::string &library, const std::string &function, int scalars, int buffers);
     ~LoadedKernel();
     LoadedKernel(const LoadedKernel &) = delete;
     LoadedKernel &operator=(const LoadedKernel &) = delete;
 
     // The generated function on the int32 scalars, then the buffers (inputs,
-    // then the output); returns Halide's error code.
+    // then the output); returns Halide's error code. Throws UsageError where
+    // they disagree with the function's metadata (counts, kinds, ranks).
     int call(const std::vector<int32_t> &scalars, const std::vector<halide_buffer_t *> &buffers) const;
     // Waits for the device (a no-op for CPU kernels).
     int sync(halide_buffer_t *buffer) const;
@@ -46,7 +49,9 @@ public:
 
 private:
     void *handle_ = nullptr;
-    int (*function_argv_)(void **) = nullptr;
+    detail::HalideFunction function_;
+    int scalar_count_ = 0;
+    int input_count_ = 0;
     int (*copy_to_host_)(void *, halide_buffer_t *) = nullptr;
     int (*copy_to_device_)(void *, halide_buffer_t *, const halide_device_interface_t *) = nullptr;
     int (*device_sync_)(void *, halide_buffer_t *) = nullptr;

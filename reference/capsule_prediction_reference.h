@@ -7,15 +7,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "shapes.h"
+
 namespace halcaps::reference {
 
-struct PredictShape {
-    int64_t batch, in_caps, in_dim, out_caps, out_dim;  // B, I, K, J, E
-
-    int64_t u_size() const { return batch * in_caps * in_dim; }
-    int64_t W_size() const { return in_caps * out_caps * out_dim * in_dim; }
-    int64_t u_hat_size() const { return batch * in_caps * out_caps * out_dim; }
-};
+using PredictShape = shapes::PredictShape;  // B, I, K, J, E (reference/shapes.h)
 
 // float64 reference, on float32 inputs (as the kernels see them) or float64 ones.
 std::vector<double> predict_f64(const PredictShape &s, const float *u, const float *W);

@@ -30,9 +30,10 @@ TEST_CASE("routing: implementations are listed with their iteration counts", "[r
     };
     REQUIRE(implementations("digitcaps", 1) == std::vector<std::string>{"cpu", "steps"});
     REQUIRE(implementations("digitcaps", 5) == std::vector<std::string>{"cpu", "steps"});
-    REQUIRE(implementations("digitcaps_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff", "steps"});
-    REQUIRE(implementations("route_backward", 3) == std::vector<std::string>{"cpu", "root_autodiff", "steps"});
-    REQUIRE(implementations("digitcaps_backward", 1) == std::vector<std::string>{"cpu", "steps"});
+    REQUIRE(sorted(implementations("digitcaps_backward", 3)) ==
+            std::vector<std::string>{"cpu", "root_autodiff", "steps"});
+    REQUIRE(sorted(implementations("route_backward", 3)) == std::vector<std::string>{"cpu", "root_autodiff", "steps"});
+    REQUIRE(sorted(implementations("digitcaps_backward", 1)) == std::vector<std::string>{"cpu", "steps"});
     for (int n : {1, 3, 5}) {
         REQUIRE(sorted(implementations("digitcaps_with_s", n)) ==
                 std::vector<std::string>{"cpu_passes", "fused_cpu", "steps"});
@@ -216,13 +217,11 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
                                              host_view(routing_c, {3, 2, 3, 5}), p.grad_v_v(), p.grad_u_v(),
                                              p.grad_W_v(), TensorView{}, 3, o),
                    StatusCode::unknown_implementation,
-                   "digitcaps_backward_with_c: no implementation on device cpu; only the hand-written "
-                   "'cuda_tensor' on device cuda keeps c");
+                   "digitcaps_backward_with_c: no implementation for device cpu; available: none");
     require_status(digitcaps_with_c(p.u_v(), p.W_v(), TensorView{}, p.v_v(), host_view(routing_s, {3, 2, 5, 6}),
                                     host_view(routing_c, {3, 2, 3, 5}), 3, cpu_options("cpu")),
                    StatusCode::unknown_implementation,
-                   "digitcaps_with_c: no implementation named 'cpu' on device cpu; only the hand-written "
-                   "'cuda_tensor' on device cuda keeps c");
+                   "digitcaps_with_c: no implementation named 'cpu' for device cpu; available: none");
     // Optional outputs may be left out.
     REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), TensorView{}, p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), TensorView{},
                                3, o)

@@ -36,12 +36,11 @@
 
 #include <cstdint>
 
+#include "../shapes.h"
+
 namespace halcaps::cuda_reference {
 
-// Note the field order: B, I, J, E, K (not the order of reference::PredictShape).
-struct PredictShape {
-    int64_t batch, in_caps, out_caps, out_dim, in_dim;  // B, I, J, E, K
-};
+using PredictShape = shapes::PredictShape;  // B, I, K, J, E (reference/shapes.h)
 
 int forward_version_count();   // 3: versions are 1..count
 int backward_version_count();  // 4

@@ -171,7 +171,7 @@ cudaError_t layer_backward(const float *u, const float *W, float *grad_u, float 
     if (u == nullptr || W == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr) {
         return cudaErrorInvalidValue;
     }
-    const PredictShape predict{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim, sh.in_dim};
+    const PredictShape predict{sh.batch, sh.in_caps, sh.in_dim, sh.out_caps, sh.out_dim};
     const i64 u_hat_floats = sh.batch * sh.in_caps * sh.out_caps * sh.out_dim;
     float *u_hat = scratch, *grad_u_hat = scratch + u_hat_floats;
     if (cudaError_t err = predict_forward(forward_version, u, W, u_hat, predict, stream); err != cudaSuccess) {
@@ -1023,7 +1023,7 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
         return err;
     }
     constexpr int kTensorBackward = 4;  // capsule_prediction_cuda.h's tensor-core gradients
-    const PredictShape predict{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim, sh.in_dim};
+    const PredictShape predict{sh.batch, sh.in_caps, sh.in_dim, sh.out_caps, sh.out_dim};
     return predict_backward(kTensorBackward, grad_u_hat, u, W, grad_u, grad_W, predict, stream);
 }
 

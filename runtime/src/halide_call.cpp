@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
-#include <utility>
 
 #include "cuda_support.h"
 
@@ -96,63 +95,57 @@ Status status_from_halide(const char *op, int error_code, const std::string &err
     return {StatusCode::internal_error, message};
 }
 
-namespace {
-
-// Calls `function` as int(const void *, int32_t x S, halide_buffer_t * x N).
-template <size_t... S, size_t... I>
-int call_with(void (*function)(), const void *user_context, const int32_t *scalars, halide_buffer_t *const *buffers,
-              std::index_sequence<S...>, std::index_sequence<I...>) {
-    using Function = int (*)(const void *, decltype((void)S, int32_t{})...,
-                             decltype((void)I, static_cast<halide_buffer_t *>(nullptr))...);
-    return reinterpret_cast<Function>(function)(user_context, scalars[S]..., buffers[I]...);
-}
-
-// With S scalars and n buffers: exactly one N matches n.
-template <size_t S, size_t... N>
-int call_n(int n, void (*function)(), const void *user_context, const int32_t *scalars,
-           halide_buffer_t *const *buffers, std::index_sequence<N...>) {
-    int result = halide_error_code_generic_error;
-    ((N == static_cast<size_t>(n)
-          ? (result = call_with(function, user_context, scalars, buffers, std::make_index_sequence<S>{},
-                                std::make_index_sequence<N>{}),
-             0)
-          : 0),
-     ...);
-    return result;
-}
-
-// With scalar_count scalars: exactly one S matches it.
-template <size_t... S>
-int call_s(int scalar_count, int n, void (*function)(), const void *user_context, const int32_t *scalars,
-           halide_buffer_t *const *buffers, std::index_sequence<S...>) {
-    int result = halide_error_code_generic_error;
-    ((S == static_cast<size_t>(scalar_count)
-          ? (result = call_n<S>(n, function, user_context, scalars, buffers,
-                                std::make_index_sequence<HalideKernel::kMaxBuffers + 1>{}),
-             0)
-          : 0),
-     ...);
-    return result;
-}
-
-}  // namespace
-
-int HalideKernel::operator()(const void *user_context, const int32_t *scalars, halide_buffer_t *const *buffers) const {
-    return call_s(scalars_, buffers_, function_, user_context, scalars, buffers,
-                  std::make_index_sequence<kMaxScalars + 1>{});
+std::string halide_argv(const halide_filter_metadata_t &metadata, void **user_context,
+                        const std::vector<int32_t> &scalars, const std::vector<halide_buffer_t *> &buffers,
+                        size_t input_count, std::vector<void *> *args) {
+    args->clear();
+    size_t next_scalar = 0, next_buffer = 0, inputs = 0, outputs = 0;
+    for (int n = 0; n < metadata.num_arguments; n++) {
+        const halide_filter_argument_t &arg = metadata.arguments[n];
+        const std::string name = arg.name;
+        if (name == "__user_context") {
+            args->push_back(user_context);
+            continue;
+        }
+        if (arg.kind == halide_argument_kind_input_scalar) {
+            if (arg.type.code != halide_type_int || arg.type.bits != 32) return "scalar " + name + " is not int32";
+            if (next_scalar == scalars.size()) {
+                return "takes more than the " + std::to_string(scalars.size()) + " scalars given";
+            }
+            args->push_back(const_cast<int32_t *>(&scalars[next_scalar++]));
+            continue;
+        }
+        const bool is_input = arg.kind == halide_argument_kind_input_buffer;
+        (is_input ? inputs : outputs)++;
+        if (next_buffer == buffers.size()) {
+            return "takes more than the " + std::to_string(buffers.size()) + " buffers given";
+        }
+        if (is_input != (next_buffer < input_count)) {
+            return "buffer " + name + " is an " + (is_input ? "input" : "output") + " where an " +
+                   (is_input ? "output" : "input") + " is given";
+        }
+        halide_buffer_t *buffer = buffers[next_buffer++];
+        if (arg.type.code != halide_type_float || arg.type.bits != 32) return "buffer " + name + " is not float32";
+        if (arg.dimensions != buffer->dimensions) {
+            return "buffer " + name + " has rank " + std::to_string(arg.dimensions) + ", given rank " +
+                   std::to_string(buffer->dimensions);
+        }
+        args->push_back(buffer);
+    }
+    if (next_scalar != scalars.size() || next_buffer != buffers.size()) {
+        return "takes " + std::to_string(next_scalar) + " scalars and " + std::to_string(inputs) + " + " +
+               std::to_string(outputs) + " buffers, given " + std::to_string(scalars.size()) + " and " +
+               std::to_string(input_count) + " + " + std::to_string(buffers.size() - input_count);
+    }
+    return "";
 }
 
 bool on_16_byte_boundary(const TensorView &t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
 
-Status run_halide(const char *op, const HalideKernel &kernel, Device device, const Options &options,
+Status run_halide(const char *op, const HalideFunction &kernel, Device device, const Options &options,
                   const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
                   const std::vector<int32_t> &scalars, const std::vector<const char *> &names) {
     install_error_handler();
-    if (static_cast<int>(scalars.size()) != kernel.scalar_count()) {
-        return {StatusCode::internal_error, std::string(op) + ": kernel takes " +
-                                                std::to_string(kernel.scalar_count()) + " scalars, given " +
-                                                std::to_string(scalars.size())};
-    }
     if (names.size() != inputs.size() + outputs.size()) {
         return {StatusCode::internal_error, std::string(op) + ": " + std::to_string(names.size()) +
                                                 " tensor names for " +
@@ -172,16 +165,18 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
     tensors.reserve(inputs.size() + outputs.size());
     for (const auto &t : inputs) tensors.emplace_back(t);
     for (const auto &t : outputs) tensors.emplace_back(t);
-    if (static_cast<int>(tensors.size()) != kernel.buffer_count()) {
-        return {StatusCode::internal_error, std::string(op) + ": kernel takes " +
-                                                std::to_string(kernel.buffer_count()) + " buffers, given " +
-                                                std::to_string(tensors.size())};
-    }
     std::vector<halide_buffer_t *> raw;
     for (auto &t : tensors) raw.push_back(t.raw());
+    void *user_context = &call;
+    std::vector<void *> args;
+    if (std::string why = halide_argv(*kernel.metadata(), &user_context, scalars, raw, inputs.size(), &args);
+        !why.empty()) {
+        return {StatusCode::internal_error,
+                std::string(op) + ": kernel " + kernel.metadata()->name + " " + why + " (a runtime bug)"};
+    }
 
     if (device == Device::cpu) {
-        int code = kernel(&call, scalars.data(), raw.data());
+        int code = kernel.argv(args.data());
         return status_from_halide(op, code, call.error_text);
     }
 
@@ -204,7 +199,7 @@ Status run_halide(const char *op, const HalideKernel &kernel, Device device, con
             raw[n]->set_host_dirty(true);
         }
     }
-    if (code == halide_error_code_success) code = kernel(&call, scalars.data(), raw.data());
+    if (code == halide_error_code_success) code = kernel.argv(args.data());
     for (size_t n = inputs.size(); n < tensors.size(); n++) {
         if (code == halide_error_code_success && tensors[n].view().space == MemorySpace::host) {
             code = halide_copy_to_host(&call, raw[n]);

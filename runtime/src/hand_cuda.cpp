@@ -52,7 +52,7 @@ Status cublas_status(const std::string &op, const ref::CublasResult &result) {
 
 ref::PredictShape shape_of(const TensorView &u, const TensorView &W) {
     // u [B, I, K], W [I, J, E, K]
-    return {u.shape[0], u.shape[1], W.shape[1], W.shape[2], W.shape[3]};
+    return {u.shape[0], u.shape[1], u.shape[2], W.shape[1], W.shape[2]};
 }
 
 // The hand-written version number for "cuda_<name>", or 0.
@@ -77,23 +77,18 @@ const std::vector<HandCudaImplementation> &hand_cuda_implementations() {
                            "hand-written CUDA, reference/cuda version " + std::to_string(v)});
         }
         out.push_back({"predict", "cublas",
-                       "cuBLAS strided-batched SGEMM to [I,B,J,E], then a permute to [B,I,J,E] (TF32 off)"});
+                       "cuBLAS strided-batched SGEMM to [I,B,J,E], then a permute to [B,I,J,E] (TF32 off)",
+                       Family::library});
         for (int v = 1; v <= ref::backward_version_count(); v++) {
             out.push_back({"predict_backward", std::string(kHandPrefix) + ref::backward_version_name(v),
                            "hand-written CUDA, reference/cuda version " + std::to_string(v)});
         }
-        out.push_back({"predict_backward", "cublas", "cuBLAS: two strided-batched SGEMMs (the two einsums), TF32 off"});
+        out.push_back({"predict_backward", "cublas", "cuBLAS: two strided-batched SGEMMs (the two einsums), TF32 off",
+                       Family::library});
         append_hand_cuda_capsconv_implementations(out);
         return out;
     }();
     return list;
-}
-
-bool is_hand_cuda_implementation(const std::string &op, const std::string &implementation) {
-    for (const auto &h : hand_cuda_implementations()) {
-        if (h.op == op && h.implementation == implementation) return true;
-    }
-    return false;
 }
 
 Status run_hand_cuda_predict(const std::string &implementation, const TensorView &u, const TensorView &W,
@@ -156,17 +151,6 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
         }
     }
     return memory.finish();
-}
-
-bool is_hand_cuda_routing_implementation(const std::string &op, const std::string &implementation) {
-    const bool backward = op == "route_backward" || op == "digitcaps_backward";
-    if (implementation == "cuda_naive") return op == "route" || op == "digitcaps" || backward;
-    if (implementation == "cuda_passes") return backward;
-    if (implementation == "cuda_tensor") {
-        return op == "digitcaps" || op == "digitcaps_backward" || op == "digitcaps_with_s" ||
-               op == "digitcaps_backward_with_s" || op == "digitcaps_with_c" || op == "digitcaps_backward_with_c";
-    }
-    return op == "digitcaps" && implementation == "cuda_fused";
 }
 
 namespace {
@@ -268,7 +252,7 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
     if (Status s = memory.input(u, &u_d); !s.ok()) return s;
     if (Status s = memory.input(W, &W_d); !s.ok()) return s;
     if (Status s = memory.output(v, &v_d); !s.ok()) return s;
-    // Only cuda_tensor keeps s and c (is_hand_cuda_routing_implementation).
+    // Only cuda_tensor keeps s and c (routing_implementations.cpp).
     float *routing_s_d = nullptr, *routing_c_d = nullptr;
     if (routing_s != nullptr) {
         if (Status s = memory.output(*routing_s, &routing_s_d); !s.ok()) return s;
@@ -390,7 +374,7 @@ Status run_hand_cuda_digitcaps_backward(const TensorView &u, const TensorView &W
     if (Status s = memory.input(u, &u_d); !s.ok()) return s;
     if (Status s = memory.input(W, &W_d); !s.ok()) return s;
     if (Status s = optional_input(memory, b0, &b0_d); !s.ok()) return s;
-    // Only cuda_tensor starts from s and c (is_hand_cuda_routing_implementation).
+    // Only cuda_tensor starts from s and c (routing_implementations.cpp).
     const float *routing_s_d = nullptr, *routing_c_d = nullptr;
     if (routing_s != nullptr) {
         if (Status s = memory.input(*routing_s, &routing_s_d); !s.ok()) return s;
@@ -454,7 +438,6 @@ const std::vector<HandCudaImplementation> &hand_cuda_implementations() {
     static const std::vector<HandCudaImplementation> none;
     return none;
 }
-bool is_hand_cuda_implementation(const std::string &, const std::string &) { return false; }
 Status run_hand_cuda_predict(const std::string &, const TensorView &, const TensorView &, const TensorView &,
                              const Options &) {
     return {StatusCode::device_unavailable, "predict: this build of halcaps has no CUDA support"};
@@ -466,7 +449,6 @@ Status run_hand_cuda_predict_backward(const std::string &, const TensorView &, c
 Status run_cublas_predict_gemm_only(const TensorView &, const TensorView &, float *, const Options &) {
     return {StatusCode::device_unavailable, "predict: this build of halcaps has no CUDA support"};
 }
-bool is_hand_cuda_routing_implementation(const std::string &, const std::string &) { return false; }
 Status run_hand_cuda_route(const TensorView &, const TensorView &, const TensorView &, int, const Options &) {
     return {StatusCode::device_unavailable, "route: this build of halcaps has no CUDA support"};
 }

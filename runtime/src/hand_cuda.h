@@ -8,18 +8,22 @@
 #include <vector>
 
 #include "halcaps/halcaps.h"
+#include "implementation_table.h"
 
 namespace halcaps::detail {
 
+// The hand-written and library rows of predict, predict_backward and
+// capsconv, whose names come from reference/cuda's version tables; the
+// operators' tables (runtime/src/*_implementations.cpp) take them from here.
 struct HandCudaImplementation {
-    std::string op;              // "predict" or "predict_backward"
+    std::string op;              // "predict", "predict_backward" or "capsconv"
     std::string implementation;  // e.g. "cuda_blog_naive", "cublas"
     std::string description;
+    Family family = Family::hand_written;  // library: cuBLAS, cuDNN
 };
 
 // Empty when the build has no CUDA.
 const std::vector<HandCudaImplementation> &hand_cuda_implementations();
-bool is_hand_cuda_implementation(const std::string &op, const std::string &implementation);
 
 // Arguments have been checked by the caller (shapes, strides, memory spaces).
 Status run_hand_cuda_predict(const std::string &implementation, const TensorView &u, const TensorView &W,
@@ -38,8 +42,8 @@ Status run_hand_cuda_predict_backward(const std::string &implementation, const T
 // absent (data null: zeros). Arguments checked by the caller;
 // run_hand_cuda_digitcaps runs options.implementation and refuses, before
 // any device work, a shape beyond cuda_fused's or cuda_tensor's limits
-// (unsupported_shape, naming the extent).
-bool is_hand_cuda_routing_implementation(const std::string &op, const std::string &implementation);
+// (unsupported_shape, naming the extent). Which op takes which name:
+// routing_implementations.cpp.
 Status run_hand_cuda_route(const TensorView &u_hat, const TensorView &b0, const TensorView &v, int iterations,
                            const Options &options);
 Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,

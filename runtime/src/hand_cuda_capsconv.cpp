@@ -149,9 +149,10 @@ void append_hand_cuda_capsconv_implementations(std::vector<HandCudaImplementatio
     }
 #if HALCAPS_WITH_CUDNN
     out.push_back({kOp, "cudnn",
-                   "cuDNN convolution (FMA math, no TF32) after permutes to NCHW/KCRS, and back"});
+                   "cuDNN convolution (FMA math, no TF32) after permutes to NCHW/KCRS, and back", Family::library});
 #endif
-    out.push_back({kOp, "im2col_cublas", "im2col kernel + one cuBLAS SGEMM (TF32 off), permutes when co > 1"});
+    out.push_back({kOp, "im2col_cublas", "im2col kernel + one cuBLAS SGEMM (TF32 off), permutes when co > 1",
+                   Family::library});
 }
 
 Status run_hand_cuda_capsconv(const std::string &implementation, const TensorView &input, const TensorView &filter,

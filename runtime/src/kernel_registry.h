@@ -15,7 +15,7 @@ struct HalideKernelEntry {
     const char *schedule;   // e.g. "tuned"
     Device device;          // cpu, cuda or opencl
     int iterations;         // routing generators: the unrolled iteration count; 0 otherwise
-    HalideKernel function;
+    HalideFunction function;  // its _argv entry point and _metadata
 };
 
 const std::vector<HalideKernelEntry> &halide_kernels();

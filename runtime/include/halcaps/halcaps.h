@@ -81,7 +81,8 @@ enum class Device {
 struct Options {
     Device device = Device::automatic;
     // Which implementation to run, e.g. "cpu", "naive", "tuned"; empty picks
-    // the default for the device (see default_implementation()).
+    // the operator's default for the device and arguments (see
+    // ImplementationInfo and default_implementation(op, device)).
     std::string implementation;
     // CUDA only. The stream the kernels are queued on (a cudaStream_t / CUstream);
     // null means the legacy default stream. Work is asynchronous on device
@@ -113,7 +114,9 @@ Status predict_backward(const TensorView &g, const TensorView &u, const TensorVi
 // (list_implementations() says which per implementation); on the CPU the
 // defaults run any other count by per-iteration kernels (implementation
 // "steps", which takes every count), and on CUDA the hand-written cuda_*
-// implementations take any count.
+// implementations take any count: the CUDA defaults fall through to them
+// where no Halide default is built for the count. Every op's rows and
+// default order: runtime/src/routing_implementations.cpp.
 //
 // NaN and +-inf propagate as the formulas do in IEEE arithmetic (docs/design.md
 // §1.2): e.g. a NaN in u_hat makes all of its batch element's v NaN after
@@ -131,14 +134,16 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
              const Options &options = {});
 
 // Prediction (u_hat = W u, never stored) followed by routing, in one pipeline.
+// (Defaults and implementations of every op: list_implementations().)
 //   u [B, I, K], W [I, J, E, K], b0 [I, J] or empty, v [B, J, E]
 Status digitcaps(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
                  int iterations = 3, const Options &options = {});
 
 // Gradients of route through every iteration, given grad_v = dL/dv [B, J, E]:
 // grad_u_hat [B, I, J, E] and grad_b0 [I, J] (summed over the batch; may be an
-// empty view when not wanted). Implementations: "cpu" (hand-derived backward)
-// and "autodiff" (Halide's propagate_adjoints, scheduled by Li2018).
+// empty view when not wanted). Implementations: list_implementations(); on the
+// CPU "steps" (the default), "cpu" (the hand-derived backward unrolled) and
+// "root_autodiff" (Halide's propagate_adjoints, every stage compute_root).
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
                       const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations = 3,
                       const Options &options = {});
@@ -157,9 +162,9 @@ Status digitcaps_backward(const TensorView &u, const TensorView &W, const Tensor
 // them instead. The gradients are those of digitcaps at the s given (the
 // forward's own s, up to float32 rounding, when they come from
 // digitcaps_with_s with the same u, W and b0). Their Halide kernels are built
-// for 3 iterations on CUDA (unsupported_iterations otherwise) and for 1, 3
-// and 5 on the CPU, where other counts run the per-iteration kernels; the
-// hand-written "cuda_tensor" runs any count on CUDA.
+// for 3 iterations on CUDA and for 1, 3 and 5 on the CPU, where other counts
+// run the per-iteration kernels; the hand-written "cuda_tensor" runs any
+// count on CUDA, and is the CUDA default at the other counts.
 // routing_s must be [iterations, batch, out_caps, out_dim] (bad_rank,
 // extent_mismatch otherwise).
 Status digitcaps_with_s(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &v,
@@ -200,7 +205,8 @@ Status digitcaps_backward_with_c(const TensorView &u, const TensorView &W, const
 // extents must be the ones above (extent_mismatch otherwise). The forward's
 // Winograd implementations (winograd2x2_*, winograd4x4_*) take 3x3 filters
 // at stride 1 only (unsupported_shape otherwise); with no implementation
-// named, CUDA runs winograd4x4_staged for those.
+// named, CUDA runs winograd4x4_staged for those (the defaults:
+// runtime/src/capsconv_implementations.cpp).
 struct ConvParams {
     int stride = 1;
     int pad = 0;
@@ -215,25 +221,36 @@ Status capsconv_backward(const TensorView &input, const TensorView &filter, cons
                          const TensorView &grad_input, const TensorView &grad_filter, const ConvParams &params = {},
                          const Options &options = {});
 
-// What can be run: one entry per (operator, implementation, device).
+// What can be run: one entry per (operator, implementation, device), read
+// from the runtime's tables (runtime/src/*_implementations.cpp), in table
+// order. With no implementation named, an operator runs its default: the
+// first of its default rows on the device (default_rank 1, 2, ...) that is
+// the default for the arguments (default_when says where), takes the
+// iteration count, and takes the shape; a row that refuses the shape
+// (unsupported_shape) hands the call on to the next.
 struct ImplementationInfo {
     std::string op;              // "predict", "predict_backward", "squash", "route", "route_backward",
                                  // "digitcaps", "digitcaps_backward", "digitcaps_with_s",
-                                 // "digitcaps_backward_with_s", "capsconv" or "capsconv_backward"
-    std::string implementation;  // e.g. "cpu", "naive", "tuned", "stage_per_op", "autodiff"
+                                 // "digitcaps_backward_with_s", "digitcaps_with_c",
+                                 // "digitcaps_backward_with_c", "capsconv" or "capsconv_backward"
+    std::string implementation;  // e.g. "cpu", "batch_rows", "stage_per_kernel", "steps", "cuda_naive"
     Device device;               // cpu, cuda or opencl
     std::string description;
-    std::vector<int> iterations;  // routing ops: the iteration counts built; empty otherwise
+    std::vector<int> iterations;  // routing ops: the iteration counts it runs; empty otherwise
+    int default_rank = 0;         // its place in the default walk on its device (1 first); 0: by name only
+    std::string default_when;     // where it is the default (empty: by name only)
+    std::string family;           // "halide", "hand_written" or "library"
 };
 std::vector<ImplementationInfo> list_implementations();
-// The prediction's default on `device` ("tuned" on CUDA, "cpu" on the CPU).
-// Some operators pick their own: predict's forward on CUDA runs
-// "batch_rows" where its fast path applies (out_dim 16, in_dim 8, a batch
-// that is a multiple of 128, out_caps 8 to 32, u_hat 8-byte aligned), else
-// "batch_walk" where its own does (the same without the out_caps range),
-// else "batch_vectors";
-// routing, the DigitCaps layer and the capsule convolution have their own
-// defaults (README).
+// The first default row of `op` on `device` (cpu, cuda or opencl) that
+// takes `iterations` (routing ops; 0 for the others): what a call with no
+// implementation named runs where that row's default_when and shape limits
+// hold (else a later row; list_implementations() has them all). Empty when
+// the op has no default there.
+std::string default_implementation(const std::string &op, Device device, int iterations = 0);
+// The name of the general Halide schedule of `device`: "cpu" on the CPU,
+// "tuned" on CUDA and OpenCL. It is no operator's default as such (see
+// default_implementation(op, device)); kept for existing callers.
 std::string default_implementation(Device device);
 
 // Whether this build carries CUDA code, and whether a CUDA device is usable now.
