@@ -44,7 +44,8 @@ const std::vector<RoutingOp> &routing_ops() {
         {"digitcaps", {"digitcaps", "digitcaps_fused"}, "prediction + routing in one pipeline"},
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
         {"digitcaps_with_s", {"digitcaps_fused_with_s"}, "the DigitCaps layer, keeping every iteration's s"},
-        {"digitcaps_backward_with_s", {"digitcaps_backward_with_s"}, "DigitCaps gradients from the forward's s"},
+        {"digitcaps_backward_with_s", {"digitcaps_backward_with_s", "digitcaps_backward_with_s_phases"},
+         "DigitCaps gradients from the forward's s"},
         // Hand-written CUDA only (cuda_tensor): no Halide generator keeps c.
         {"digitcaps_with_c", {}, "the DigitCaps layer, keeping every iteration's s and c"},
         {"digitcaps_backward_with_c", {}, "DigitCaps gradients from the forward's s and c"},
