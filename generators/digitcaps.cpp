@@ -1125,6 +1125,7 @@ void define_backward_phases(Gen &gen, halcaps::TrainingBackwardStages &st) {
     Var e = r.e, j = r.j, i = r.i, b = r.b, k("k"), q("q");
     st.e = e, st.j = j, st.i = i, st.b = b, st.k = k, st.q = q;
     st.rj = r.rj, st.re = r.re;
+    st.capsnet_shape = u.dim(0).extent() == 8 && W.dim(0).extent() == 8 && W.dim(1).extent() == 16;
     // beta: grad_s[0..m-1], then v[0..m-2].
     Expr beta_value = g.iterations[0].grad_s(e, j, b);
     for (int t = 1; t < m; t++) beta_value = select(q == t, g.iterations[t].grad_s(e, j, b), beta_value);
@@ -1144,7 +1145,8 @@ void define_backward_phases(Gen &gen, halcaps::TrainingBackwardStages &st) {
     st.dots(j, i, b) = Tuple(zeros);
     for (size_t d = 0; d < sums.size(); d++) sums[d] = tuple_value(st.dots, {j, i, b}, static_cast<int>(d)) + sums[d];
     st.dots(j, i, b) = Tuple(sums);
-    std::vector<Func> logits(m);
+    std::vector<Func> &logits = st.logits;
+    logits.resize(m);
     for (int t = 0; t < m; t++) {
         const std::string p = "alpha_it" + std::to_string(t) + "_";
         logits[t] = Func(p + "logits");
@@ -1183,10 +1185,11 @@ void define_backward_phases(Gen &gen, halcaps::TrainingBackwardStages &st) {
     st.r_ej = RDom(0, W.dim(1).extent(), 0, W.dim(2).extent(), "r_ej");
     st.rb = RDom(0, batch, "rb");
     auto &grad_u = gen.grad_u, &grad_W = gen.grad_W, &grad_b0 = gen.grad_b0;
-    grad_u(k, i, b) = 0.0f;
-    grad_u(k, i, b) += st.grad_u_hat(st.r_ej.x, st.r_ej.y, i, b) * W(k, st.r_ej.x, st.r_ej.y, i);
-    grad_W(k, e, j, i) = 0.0f;
-    grad_W(k, e, j, i) += st.grad_u_hat(e, j, i, st.rb) * u(k, i, st.rb);
+    st.grad_u_value = sum_over("grad_u_value", {k, i, b}, st.r_ej,
+                               st.grad_u_hat(st.r_ej.x, st.r_ej.y, i, b) * r.W(k, st.r_ej.x, st.r_ej.y, i));
+    st.grad_W_value = sum_over("grad_W_value", {k, e, j, i}, st.rb, st.grad_u_hat(e, j, i, st.rb) * r.u(k, i, st.rb));
+    grad_u(k, i, b) = st.grad_u_value(k, i, b);
+    grad_W(k, e, j, i) = st.grad_W_value(k, e, j, i);
     grad_b0(j, i) = 0.0f;
     grad_b0(j, i) += st.alpha(j, i, st.rb, m);
     st.grad_u = grad_u, st.grad_W = grad_W, st.grad_b0 = grad_b0;

@@ -33,13 +33,18 @@ struct TrainingBackwardStages {
     Halide::Func u_hat;           // (e, j, i, b): W u again; init + update over chain.forward.rk
     Halide::Func dots;            // (j, i, b): sums over e of u_hat times v[0..m-2] then grad_s[0..m-1]
                                   // (a Tuple when 2m - 1 > 1); init + update
+    std::vector<Halide::Func> logits;                 // per iteration: (j, i, b), pure
     std::vector<Halide::Func> logit_max, exp_sum, c;  // per iteration: the softmax over j
     std::vector<Halide::Func> c_dot_grad_c;           // per iteration: (i, b) sum over j; init + update
     std::vector<Halide::Func> g;                      // per iteration: (j, i, b) dL/dlogits
     Halide::Func alpha;           // (j, i, b, q), 2m values a capsule: c[0..m-1], g[0..m-1]
     // grads phase
     Halide::Func grad_u_hat;      // (e, j, i, b): pure, from alpha and beta
-    Halide::Func grad_u, grad_W, grad_b0;  // the outputs; pure init + one update each
+    Halide::Func grad_u_value;    // (k, i, b): sum over (e, j) of grad_u_hat * W; init + update over r_ej
+    Halide::Func grad_W_value;    // (k, e, j, i): sum over b of grad_u_hat * u; init + update over rb
+    Halide::Func grad_u, grad_W;  // the outputs: copies of the above
+    Halide::Func grad_b0;         // the output: sum over b of g[0]; init + update over rb
+    Halide::Expr capsnet_shape;   // in_dim 8 (u's and W's) and out_dim 16: for schedules' specialisations
     Halide::Var e, j, i, b, k, q;
     Halide::RDom r_ej, rb, rj, re;
     int iterations = 0;

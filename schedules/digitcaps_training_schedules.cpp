@@ -20,6 +20,10 @@ using schedule_util::check_schedule;
 
 namespace {
 
+// Batch elements whose u_hat is computed together, each vector of W
+// loaded once for all of them.
+constexpr int kBatchTile = 2;
+
 // u_hat(e, j, i, b) of one batch element, computed at `at`: e vectors
 // accumulated over k (from W transposed to e-innermost), at in_dim 8 a row's
 // 8 FMAs in a register.
@@ -27,7 +31,7 @@ void u_hat_per_batch_element(Func u_hat, const RoutingStages &r, LoopLevel at, i
     Var eo("eo"), ei("ei");
     u_hat.compute_at(at).vectorize(r.e, vec, TailStrategy::GuardWithIf);
     Stage acc = u_hat.update();
-    acc.split(r.e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, r.rk, eo, r.j, r.i).vectorize(ei);
+    acc.split(r.e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, r.b, r.rk, eo, r.j, r.i).vectorize(ei);
     acc.specialize(r.rk.x.extent() == 8).unroll(r.rk);
 }
 
@@ -78,10 +82,12 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     }
 
     // chain: beta per batch element.
-    st.beta.compute_root().bound(q, 0, 2 * m - 1).reorder(e, j, q, b).parallel(b).unroll(q);
-    st.beta.vectorize(e, vec, TailStrategy::GuardWithIf);
-    const LoopLevel per_chain(st.beta, b);
-    u_hat_per_batch_element(r.u_hat, r, per_chain, vec);
+    Var bo("bo"), bi("bi");
+    st.beta.compute_root().bound(q, 0, 2 * m - 1).split(b, bo, bi, kBatchTile, TailStrategy::GuardWithIf);
+    st.beta.reorder(e, j, q, bi, bo).parallel(bo).unroll(q).vectorize(e, vec, TailStrategy::GuardWithIf);
+    st.beta.specialize(st.capsnet_shape);
+    const LoopLevel per_chain(st.beta, bi);
+    u_hat_per_batch_element(r.u_hat, r, LoopLevel(st.beta, bo), vec);
     if (r.agreements.defined()) e_sums_at(r.agreements, r, per_chain, vec);
     for (auto &it : r.iterations) {
         it.logits.compute_at(per_chain).vectorize(j, vec, TailStrategy::GuardWithIf);
@@ -107,38 +113,51 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     }
 
     // alpha per batch element, stored with its 2m values of a (j, i) together.
-    st.alpha.compute_root().bound(q, 0, 2 * m).reorder_storage(j, q, i, b).reorder(j, q, i, b).parallel(b).unroll(q);
-    const LoopLevel per_alpha(st.alpha, b);
-    u_hat_per_batch_element(st.u_hat, r, per_alpha, vec);
+    st.alpha.compute_root().bound(q, 0, 2 * m).reorder_storage(j, q, i, b);
+    st.alpha.split(b, bo, bi, kBatchTile, TailStrategy::GuardWithIf).reorder(j, q, i, bi, bo).parallel(bo).unroll(q);
+    st.alpha.specialize(st.capsnet_shape);
+    const LoopLevel per_alpha(st.alpha, bi);
+    u_hat_per_batch_element(st.u_hat, r, LoopLevel(st.alpha, bo), vec);
     e_sums_at(st.dots, r, per_alpha, vec);
     for (int t = 0; t < m; t++) {
+        st.logits[t].compute_at(per_alpha).vectorize(j, vec, TailStrategy::GuardWithIf);
         softmax_at(st.logit_max[t], st.exp_sum[t], st.c[t], r, per_alpha, vec);
         j_sum_at(st.c_dot_grad_c[t], r, per_alpha, vec);
         st.g[t].compute_at(per_alpha).vectorize(j, vec, TailStrategy::GuardWithIf);
     }
 
-    // grads. grad_u: k vectors (8 floats at in_dim 8), 8 input capsules at
-    // a time, grad_u_hat's rows for them computed first along e.
+    // grads, at in_dim 8 (specialised) with k unrolled. grad_u: for each
+    // (i, b), the sums over j as e vectors (rfactor), one accumulator vector a
+    // k, from grad_u_hat's rows and W transposed to e-innermost; then the
+    // sums over e, one vector dot product each.
     const int kvec = std::min(vec, 8);
+    const Expr k8 = st.grad_W.output_buffer().dim(0).extent() == 8;  // grad_W's k extent is W's
     {
-        Var io("io"), ii("ii");
+        Var ev("ev");
         st.grad_u.compute_root().parallel(b).vectorize(k, kvec, TailStrategy::GuardWithIf);
-        st.grad_u.update()
-            .split(i, io, ii, 8, TailStrategy::GuardWithIf)
-            .reorder(k, ii, st.r_ej.x, st.r_ej.y, io, b)
-            .vectorize(k, kvec, TailStrategy::GuardWithIf)
-            .unroll(ii)
-            .parallel(b);
-        st.grad_u_hat.in(st.grad_u)
-            .compute_at(st.grad_u, io)
-            .vectorize(e, vec, TailStrategy::GuardWithIf);
+        st.grad_u.specialize(st.capsnet_shape);
+        st.grad_u_value.compute_at(st.grad_u, b);
+        Func by_e = st.grad_u_value.update().rfactor(st.r_ej.x, ev);
+        st.grad_u_value.update().atomic().vectorize(st.r_ej.x, vec, TailStrategy::GuardWithIf);
+        by_e.compute_at(st.grad_u_value, i).reorder_storage(ev, k).vectorize(ev, vec, TailStrategy::GuardWithIf);
+        Stage acc = by_e.update();
+        acc.reorder(ev, k, st.r_ej.y).vectorize(ev, vec, TailStrategy::GuardWithIf);
+        acc.specialize(r.rk.x.extent() == 8).unroll(k);
+        st.grad_u_hat.in(by_e).compute_at(st.grad_u_value, i).vectorize(e, vec, TailStrategy::GuardWithIf);
     }
-    // grad_W: one input capsule's (e, j) accumulators for each batch element
-    // in turn, from that element's grad_u_hat rows.
+    // grad_W: one input capsule at a time; for each j, its (e, k) sums over
+    // the batch as e vectors (8 accumulators at in_dim 8), grad_u_hat's row
+    // of each batch element computed just before it is used.
     st.grad_W.compute_root().parallel(i).vectorize(k, kvec, TailStrategy::GuardWithIf);
-    st.grad_W.update().reorder(k, e, j, st.rb, i).vectorize(k, kvec, TailStrategy::GuardWithIf).parallel(i);
-    st.grad_u_hat.in(st.grad_W)
-        .compute_at(st.grad_W, st.rb.x)
+    st.grad_W.specialize(st.capsnet_shape);
+    st.grad_W_value.compute_at(st.grad_W, i).reorder_storage(e, k, j, i).vectorize(e, vec, TailStrategy::GuardWithIf);
+    {
+        Stage acc = st.grad_W_value.update();
+        acc.reorder(e, k, st.rb, j).vectorize(e, vec, TailStrategy::GuardWithIf);
+        acc.specialize(k8).unroll(k);
+    }
+    st.grad_u_hat.in(st.grad_W_value)
+        .compute_at(st.grad_W_value, st.rb.x)
         .vectorize(e, vec, TailStrategy::GuardWithIf);
     st.grad_b0.compute_root().parallel(i);
     st.grad_b0.update().reorder(j, st.rb, i).parallel(i);
