@@ -182,9 +182,12 @@ CudaDefault cuda_default(const std::string &op) {
 // against 190.1 ms for the unrolled "cpu", which computes every stage whole;
 // MNIST b128, 3 iterations, 2-core build machine). digitcaps_backward's "cpu"
 // (vectorised prediction gradients) beats "steps" there: 420.3 against 522.4
-// ms in one loaded run. Where no kernel is built for the count, "steps" runs.
+// ms in one loaded run. digitcaps_backward_with_s' is cpu_phases where built
+// (197.7 against cpu's 475.6 ms of CPU time, one thread, same run, load 12),
+// else cpu. Where no kernel is built for the count, "steps" runs.
 CudaDefault cpu_default(const std::string &op) {
     if (op == "digitcaps_with_s") return {"cpu_passes", "fused_cpu"};
+    if (op == "digitcaps_backward_with_s") return {"cpu_phases", "cpu"};
     if (op == "route_backward") return {nullptr, "steps"};
     return {nullptr, "cpu"};
 }
