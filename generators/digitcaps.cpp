@@ -15,7 +15,9 @@
 
 #include "dense.h"
 #include "digitcaps_stages.h"
+#include "digitcaps_training_stages.h"
 #include "schedules/digitcaps_schedules.h"
+#include "schedules/digitcaps_training_schedules.h"
 
 namespace {
 
@@ -1088,3 +1090,149 @@ HALIDE_REGISTER_GENERATOR(RoutingStepS, routing_step_s)
 HALIDE_REGISTER_GENERATOR(RoutingStepLogits, routing_step_logits)
 HALIDE_REGISTER_GENERATOR(RoutingStepBackward, routing_step_backward)
 HALIDE_REGISTER_GENERATOR(RoutingStepBackwardLast, routing_step_backward_last)
+
+// ------------------------------------ backward from s, in three phases --
+
+namespace {
+
+// Element `index` of `f` at args (f itself when it holds one value).
+Expr tuple_value(const Func &f, const std::vector<Expr> &args, int index) {
+    if (f.outputs() == 1) return f(args);
+    return f(args)[index];
+}
+
+// digitcaps_backward_with_s' math in the phases of
+// generators/digitcaps_training_stages.h: the chain phase is the routing's
+// backward of define_routing_backward (its grad_u_hat and grad_b0 unused);
+// the alpha phase recomputes u_hat, the logits (the same recurrence) and
+// the softmax backward from beta's grad_s; grad_u, grad_W and grad_b0 read
+// only alpha, beta, u and W.
+template <typename Gen>
+void define_backward_phases(Gen &gen, halcaps::TrainingBackwardStages &st) {
+    auto &u = gen.u, &W = gen.W, &b0 = gen.b0, &grad_v = gen.grad_v, &routing_s = gen.routing_s;
+    const int m = gen.iterations;
+    st.iterations = m;
+    halcaps::RoutingBackwardStages &g = st.chain;
+    halcaps::RoutingStages &r = g.forward;
+    const Expr in_dim = u.dim(0).extent(), batch = u.dim(2).extent();
+    set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
+    define_prediction(r, prediction_u(u), prediction_W(W, in_dim), in_dim);
+    r.b0 = wrap("b0_in", b0);
+    g.grad_v = wrap("grad_v_in", grad_v);
+    define_routing(r, m, false, wrap("routing_s_in", routing_s), g.grad_v);
+    define_routing_backward(g, batch);
+
+    Var e = r.e, j = r.j, i = r.i, b = r.b, k("k"), q("q");
+    st.e = e, st.j = j, st.i = i, st.b = b, st.k = k, st.q = q;
+    st.rj = r.rj, st.re = r.re;
+    st.capsnet_shape = u.dim(0).extent() == 8 && W.dim(0).extent() == 8 && W.dim(1).extent() == 16;
+    // beta: grad_s[0..m-1], then v[0..m-2].
+    Expr beta_value = g.iterations[0].grad_s(e, j, b);
+    for (int t = 1; t < m; t++) beta_value = select(q == t, g.iterations[t].grad_s(e, j, b), beta_value);
+    for (int t = 0; t + 1 < m; t++) beta_value = select(q == m + t, r.iterations[t].squash.v(e, j, b), beta_value);
+    st.beta = Func("beta");
+    st.beta(e, j, b, q) = beta_value;
+    auto grad_s_of = [&](int t, Expr ee) { return st.beta(ee, j, b, t); };
+    auto v_of = [&](int t, Expr ee) { return st.beta(ee, j, b, m + t); };
+
+    // alpha: u_hat again, its sums over e with v[0..m-2] and grad_s[0..m-1].
+    st.u_hat = sum_over("alpha_u_hat", {e, j, i, b}, r.rk, r.W(r.rk, e, j, i) * r.u(r.rk, i, b));
+    std::vector<Expr> zeros, sums;
+    for (int t = 0; t + 1 < m; t++) sums.push_back(st.u_hat(r.re, j, i, b) * v_of(t, r.re));
+    for (int t = 0; t < m; t++) sums.push_back(st.u_hat(r.re, j, i, b) * grad_s_of(t, r.re));
+    st.dots = Func("alpha_dots");
+    zeros.assign(sums.size(), 0.0f);
+    st.dots(j, i, b) = Tuple(zeros);
+    for (size_t d = 0; d < sums.size(); d++) sums[d] = tuple_value(st.dots, {j, i, b}, static_cast<int>(d)) + sums[d];
+    st.dots(j, i, b) = Tuple(sums);
+    std::vector<Func> &logits = st.logits;
+    logits.resize(m);
+    for (int t = 0; t < m; t++) {
+        const std::string p = "alpha_it" + std::to_string(t) + "_";
+        logits[t] = Func(p + "logits");
+        if (t == 0) {
+            logits[t](j, i, b) = r.b0(j, i);
+        } else {
+            logits[t](j, i, b) = logits[t - 1](j, i, b) + tuple_value(st.dots, {j, i, b}, t - 1);
+        }
+        const Softmax s = define_softmax(p, logits[t], j, i, b, r.rj, false);
+        st.logit_max.push_back(s.logit_max), st.exp_sum.push_back(s.exp_sum), st.c.push_back(s.c);
+    }
+    st.c_dot_grad_c.resize(m);
+    st.g.resize(m);
+    for (int t = m - 1; t >= 0; t--) {
+        const std::string p = "alpha_bw" + std::to_string(t) + "_";
+        auto grad_c = [&](Expr jj) { return tuple_value(st.dots, {jj, i, b}, m - 1 + t); };
+        st.c_dot_grad_c[t] = sum_over(p + "c_dot_grad_c", {i, b}, r.rj, st.c[t](r.rj, i, b) * grad_c(r.rj));
+        Expr value = st.c[t](j, i, b) * (grad_c(j) - st.c_dot_grad_c[t](i, b));
+        if (t + 1 < m) value = st.g[t + 1](j, i, b) + value;
+        st.g[t] = Func(p + "g");
+        st.g[t](j, i, b) = value;
+    }
+    Expr alpha_value = st.c[0](j, i, b);
+    for (int t = 1; t < m; t++) alpha_value = select(q == t, st.c[t](j, i, b), alpha_value);
+    for (int t = 0; t < m; t++) alpha_value = select(q == m + t, st.g[t](j, i, b), alpha_value);
+    st.alpha = Func("alpha");
+    st.alpha(j, i, b, q) = alpha_value;
+
+    // grads: grad_u_hat from alpha and beta, then the prediction's gradients
+    // (docs/design.md §1.1) over the inputs read in range.
+    Expr gu = st.alpha(j, i, b, 0) * grad_s_of(0, e);
+    for (int t = 1; t < m; t++) gu = gu + st.alpha(j, i, b, t) * grad_s_of(t, e);
+    for (int t = 0; t + 1 < m; t++) gu = gu + st.alpha(j, i, b, m + t + 1) * v_of(t, e);
+    st.grad_u_hat = Func("grad_u_hat_value");
+    st.grad_u_hat(e, j, i, b) = gu;
+    st.r_ej = RDom(0, W.dim(1).extent(), 0, W.dim(2).extent(), "r_ej");
+    st.rb = RDom(0, batch, "rb");
+    auto &grad_u = gen.grad_u, &grad_W = gen.grad_W, &grad_b0 = gen.grad_b0;
+    st.grad_u_value = sum_over("grad_u_value", {k, i, b}, st.r_ej,
+                               st.grad_u_hat(st.r_ej.x, st.r_ej.y, i, b) * r.W(k, st.r_ej.x, st.r_ej.y, i));
+    st.grad_W_value = sum_over("grad_W_value", {k, e, j, i}, st.rb, st.grad_u_hat(e, j, i, st.rb) * r.u(k, i, st.rb));
+    grad_u(k, i, b) = st.grad_u_value(k, i, b);
+    grad_W(k, e, j, i) = st.grad_W_value(k, e, j, i);
+    grad_b0(j, i) = 0.0f;
+    grad_b0(j, i) += st.alpha(j, i, st.rb, m);
+    st.grad_u = grad_u, st.grad_W = grad_W, st.grad_b0 = grad_b0;
+
+    require_dense(u), require_dense(W), require_dense(b0), require_dense(grad_v), require_dense(routing_s);
+    require_dense(grad_u), require_dense(grad_W), require_dense(grad_b0);
+    for (int d = 0; d < 4; d++) grad_W.dim(d).set_extent(W.dim(d).extent());
+    for (int d = 0; d < 3; d++) grad_u.dim(d).set_extent(u.dim(d).extent());
+    grad_b0.dim(0).set_extent(b0.dim(0).extent());
+    grad_b0.dim(1).set_extent(b0.dim(1).extent());
+    u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+    W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+    b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+    grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
+    routing_s.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}, {0, m}});
+    grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
+    grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
+    grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+}
+
+}  // namespace
+
+// digitcaps_backward_with_s' inputs, outputs and values, in the three phases
+// of generators/digitcaps_training_stages.h (a CPU backward whose largest
+// stored stage is alpha, 2m floats a capsule and batch element).
+class DigitCapsBackwardWithSPhases : public Generator<DigitCapsBackwardWithSPhases> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu_phases"};
+    GeneratorParam<int> iterations{"iterations", 3, 1, 16};
+    Input<Buffer<float, 3>> u{"u"};
+    Input<Buffer<float, 4>> W{"W"};
+    Input<Buffer<float, 2>> b0{"b0"};
+    Input<Buffer<float, 4>> routing_s{"routing_s"};  // (e, j, b, t)
+    Input<Buffer<float, 3>> grad_v{"grad_v"};
+    Output<Buffer<float, 3>> grad_u{"grad_u"};
+    Output<Buffer<float, 4>> grad_W{"grad_W"};
+    Output<Buffer<float, 2>> grad_b0{"grad_b0"};
+
+    void generate() {
+        halcaps::TrainingBackwardStages st;
+        define_backward_phases(*this, st);
+        if (!using_autoscheduler()) halcaps::schedule_digitcaps_backward_phases(schedule, get_target(), st);
+    }
+};
+
+HALIDE_REGISTER_GENERATOR(DigitCapsBackwardWithSPhases, digitcaps_backward_with_s_phases)

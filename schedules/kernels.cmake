@@ -139,6 +139,14 @@ foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused_with_s   cpu_passes        cpu  ITERATIONS ${n})
     halcaps_add_kernel(digitcaps_backward_with_s cpu              cpu  ITERATIONS ${n})
 endforeach ()
+# The training pair's backward in three phases that store nothing of
+# B·I·J·E floats (generator digitcaps_backward_with_s_phases,
+# schedules/digitcaps_training_schedules.cpp). At 1 and 3 iterations: at 5
+# its generator run takes 44 s of a core per CPU target (cpu's 9 s), and the
+# table's cpu runs there.
+foreach (n IN ITEMS 1 3)
+    halcaps_add_kernel(digitcaps_backward_with_s_phases cpu_phases cpu ITERATIONS ${n})
+endforeach ()
 halcaps_add_kernel(digitcaps_fused_with_s       fused_split_all_vectors cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused_with_s       fused             cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_backward_with_s    rows_vectors      cuda ITERATIONS 3)

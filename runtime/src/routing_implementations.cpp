@@ -37,7 +37,8 @@ const std::vector<RoutingOp> &routing_ops() {
         {"digitcaps", {"digitcaps", "digitcaps_fused"}, "prediction + routing in one pipeline"},
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
         {"digitcaps_with_s", {"digitcaps_fused_with_s"}, "the DigitCaps layer, keeping every iteration's s"},
-        {"digitcaps_backward_with_s", {"digitcaps_backward_with_s"}, "DigitCaps gradients from the forward's s"},
+        {"digitcaps_backward_with_s", {"digitcaps_backward_with_s", "digitcaps_backward_with_s_phases"},
+         "DigitCaps gradients from the forward's s"},
         // Hand-written CUDA only (cuda_tensor): no Halide generator keeps c.
         {"digitcaps_with_c", {}, "the DigitCaps layer, keeping every iteration's s and c"},
         {"digitcaps_backward_with_c", {}, "DigitCaps gradients from the forward's s and c"},
@@ -269,6 +270,8 @@ Table build(const std::string &op) {
                "any count, out_caps, out_dim and in_dim <= 16");  // bench 59.9 us
         b.steps();
     } else if (op == "digitcaps_backward_with_s") {
+        // cpu_phases: 197.7 against cpu's 475.6 ms of CPU time (one thread, same run, load 12).
+        b.halide("cpu_phases", cpu, kBuilt);
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("rows_vectors", "grad_u and grad_W 16-byte aligned", gradients_16_byte_aligned);  // 496.2 us
         b.halide_gpu("rows_predict", kBuilt);         // bench 608.9 us

@@ -1,0 +1,179 @@
+// Schedules of the DigitCaps layer's backward in three phases
+// (generators/digitcaps_training_stages.h). The comment above each records
+// its measured time and the machine it ran on.
+//
+// Sizes at MNIST b128 (B=128, I=1152, K=8, J=10, E=16): a batch element's
+// u_hat is 737 KB and each of its (j, i) stages 46 KB, so one batch
+// element's chain or alpha phase stays in a core's L2 (2 MB on the build
+// machine's Xeon); alpha is 2m · 5.9 MB, beta 2m - 1 rows of 640 bytes a
+// batch element.
+#include "digitcaps_training_schedules.h"
+
+#include <algorithm>
+
+#include "common.h"
+
+namespace halcaps {
+
+using namespace Halide;
+using schedule_util::check_schedule;
+
+namespace {
+
+// Batch elements whose u_hat is computed together, each vector of W
+// loaded once for all of them.
+constexpr int kBatchTile = 2;
+
+// u_hat(e, j, i, b) of one batch element, computed at `at`: e vectors
+// accumulated over k (from W transposed to e-innermost), at in_dim 8 a row's
+// 8 FMAs in a register.
+void u_hat_per_batch_element(Func u_hat, const RoutingStages &r, LoopLevel at, int vec) {
+    Var eo("eo"), ei("ei");
+    u_hat.compute_at(at).vectorize(r.e, vec, TailStrategy::GuardWithIf);
+    Stage acc = u_hat.update();
+    acc.split(r.e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, r.b, r.rk, eo, r.j, r.i).vectorize(ei);
+    acc.specialize(r.rk.x.extent() == 8).unroll(r.rk);
+}
+
+// A sum over e of (j, i, b) (one or several as a Tuple) computed at `at`:
+// one vector dot product a u_hat row.
+void e_sums_at(Func f, const RoutingStages &r, LoopLevel at, int vec) {
+    f.compute_at(at);
+    f.update().atomic().vectorize(r.re, vec, TailStrategy::GuardWithIf);
+}
+
+// The softmax over j of one iteration at `at`: max and exp-sum as vectors
+// across input capsules (each lane walks its capsule's j), c along j.
+void softmax_at(Func logit_max, Func exp_sum, Func c, const RoutingStages &r, LoopLevel at, int vec) {
+    for (Func f : {logit_max, exp_sum}) {
+        f.compute_at(at).vectorize(r.i, vec, TailStrategy::GuardWithIf);
+        f.update().reorder(r.i, r.rj).vectorize(r.i, vec, TailStrategy::GuardWithIf);
+    }
+    c.compute_at(at).vectorize(r.j, vec, TailStrategy::GuardWithIf);
+}
+
+// A sum over j of (i, b) at `at`, vectors across input capsules.
+void j_sum_at(Func f, const RoutingStages &r, LoopLevel at, int vec) {
+    f.compute_at(at).vectorize(r.i, vec, TailStrategy::GuardWithIf);
+    f.update().reorder(r.i, r.rj).vectorize(r.i, vec, TailStrategy::GuardWithIf);
+}
+
+// cpu_phases: each phase parallel over its outermost loop; the chain and
+// alpha phases one batch element at a time with every stage of that
+// element computed inside its loop (in L2), u_hat for kBatchTile of them at
+// once; grad_u over batch elements, grad_W and grad_b0 over input capsules,
+// grad_u_hat recomputed inside each (2m - 1 FMAs an element, never stored).
+// Measured: 197.7 ms of CPU time a call at MNIST b128, 3 iterations, one
+// thread, against digitcaps_backward_with_s' cpu 475.6 in the same process,
+// on the 2-core Xeon build machine at load 12 (wall, 2 threads, halcaps
+// bench: 560.8 ms against 1313.1, the pair's forward cpu_passes 198.4).
+void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
+    const int vec = target.natural_vector_size<float>();
+    const int m = st.iterations;
+    RoutingBackwardStages &g = st.chain;
+    RoutingStages &r = g.forward;
+    const Var e = st.e, j = st.j, i = st.i, b = st.b, k = st.k, q = st.q;
+
+    // W transposed once to e-innermost for both u_hat's.
+    {
+        Func W_by_e = r.W;
+        std::vector<Var> w = W_by_e.args();  // (k, e, j, i)
+        W_by_e.compute_root()
+            .parallel(w[3])
+            .reorder_storage(w[1], w[0], w[2], w[3])
+            .reorder(w[1], w[0], w[2], w[3])
+            .vectorize(w[1], vec, TailStrategy::GuardWithIf);
+    }
+
+    // chain: beta per batch element.
+    Var bo("bo"), bi("bi");
+    st.beta.compute_root().bound(q, 0, 2 * m - 1).split(b, bo, bi, kBatchTile, TailStrategy::GuardWithIf);
+    st.beta.reorder(e, j, q, bi, bo).parallel(bo).unroll(q).vectorize(e, vec, TailStrategy::GuardWithIf);
+    st.beta.specialize(st.capsnet_shape);
+    const LoopLevel per_chain(st.beta, bi);
+    u_hat_per_batch_element(r.u_hat, r, LoopLevel(st.beta, bo), vec);
+    if (r.agreements.defined()) e_sums_at(r.agreements, r, per_chain, vec);
+    for (auto &it : r.iterations) {
+        it.logits.compute_at(per_chain).vectorize(j, vec, TailStrategy::GuardWithIf);
+        softmax_at(it.logit_max, it.exp_sum, it.c, r, per_chain, vec);
+        it.squash.max_abs.compute_at(per_chain);
+        it.squash.norm2_scaled.compute_at(per_chain);
+        it.squash.v.compute_at(per_chain).vectorize(e, vec, TailStrategy::GuardWithIf);
+    }
+    for (auto &it : g.iterations) {
+        if (it.grad_c.has_update_definition()) e_sums_at(it.grad_c, r, per_chain, vec);
+        j_sum_at(it.c_dot_grad_c, r, per_chain, vec);
+        it.grad_logits.compute_at(per_chain).vectorize(j, vec, TailStrategy::GuardWithIf);
+        if (it.grad_v_agree.defined()) {
+            Var eo("eo"), ei("ei");
+            it.grad_v_agree.compute_at(per_chain).vectorize(e, vec, TailStrategy::GuardWithIf);
+            it.grad_v_agree.update()
+                .split(e, eo, ei, vec, TailStrategy::GuardWithIf)
+                .reorder(ei, eo, j, r.ri)
+                .vectorize(ei);
+        }
+        it.s_dot_grad_v.compute_at(per_chain);
+        it.grad_s.compute_at(per_chain).vectorize(e, vec, TailStrategy::GuardWithIf);
+    }
+
+    // alpha per batch element, stored with its 2m values of a (j, i) together.
+    st.alpha.compute_root().bound(q, 0, 2 * m).reorder_storage(j, q, i, b);
+    st.alpha.split(b, bo, bi, kBatchTile, TailStrategy::GuardWithIf).reorder(j, q, i, bi, bo).parallel(bo).unroll(q);
+    st.alpha.specialize(st.capsnet_shape);
+    const LoopLevel per_alpha(st.alpha, bi);
+    u_hat_per_batch_element(st.u_hat, r, LoopLevel(st.alpha, bo), vec);
+    e_sums_at(st.dots, r, per_alpha, vec);
+    // The logits stored: inlined into the softmax's stages, the gradients
+    // were NaN at u x 1e15 (the hard-input test).
+    for (int t = 0; t < m; t++) {
+        st.logits[t].compute_at(per_alpha).vectorize(j, vec, TailStrategy::GuardWithIf);
+        softmax_at(st.logit_max[t], st.exp_sum[t], st.c[t], r, per_alpha, vec);
+        j_sum_at(st.c_dot_grad_c[t], r, per_alpha, vec);
+        st.g[t].compute_at(per_alpha).vectorize(j, vec, TailStrategy::GuardWithIf);
+    }
+
+    // grads, at in_dim 8 (specialised) with k unrolled. grad_u: for each
+    // (i, b), the sums over j as e vectors (rfactor), one accumulator vector a
+    // k, from grad_u_hat's rows and W transposed to e-innermost; then the
+    // sums over e, one vector dot product each.
+    const int kvec = std::min(vec, 8);
+    const Expr k8 = st.grad_W.output_buffer().dim(0).extent() == 8;  // grad_W's k extent is W's
+    {
+        Var ev("ev");
+        st.grad_u.compute_root().parallel(b).vectorize(k, kvec, TailStrategy::GuardWithIf);
+        st.grad_u.specialize(st.capsnet_shape);
+        st.grad_u_value.compute_at(st.grad_u, b);
+        Func by_e = st.grad_u_value.update().rfactor(st.r_ej.x, ev);
+        st.grad_u_value.update().atomic().vectorize(st.r_ej.x, vec, TailStrategy::GuardWithIf);
+        by_e.compute_at(st.grad_u_value, i).reorder_storage(ev, k).vectorize(ev, vec, TailStrategy::GuardWithIf);
+        Stage acc = by_e.update();
+        acc.reorder(ev, k, st.r_ej.y).vectorize(ev, vec, TailStrategy::GuardWithIf);
+        acc.specialize(r.rk.x.extent() == 8).unroll(k);
+        st.grad_u_hat.in(by_e).compute_at(st.grad_u_value, i).vectorize(e, vec, TailStrategy::GuardWithIf);
+    }
+    // grad_W: one input capsule at a time; for each j, its (e, k) sums over
+    // the batch as e vectors (8 accumulators at in_dim 8), grad_u_hat's row
+    // of each batch element computed just before it is used.
+    st.grad_W.compute_root().parallel(i).vectorize(k, kvec, TailStrategy::GuardWithIf);
+    st.grad_W.specialize(st.capsnet_shape);
+    st.grad_W_value.compute_at(st.grad_W, i).reorder_storage(e, k, j, i).vectorize(e, vec, TailStrategy::GuardWithIf);
+    {
+        Stage acc = st.grad_W_value.update();
+        acc.reorder(e, k, st.rb, j).vectorize(e, vec, TailStrategy::GuardWithIf);
+        acc.specialize(k8).unroll(k);
+    }
+    st.grad_u_hat.in(st.grad_W_value)
+        .compute_at(st.grad_W_value, st.rb.x)
+        .vectorize(e, vec, TailStrategy::GuardWithIf);
+    st.grad_b0.compute_root().parallel(i);
+    st.grad_b0.update().reorder(j, st.rb, i).parallel(i);
+}
+
+}  // namespace
+
+void schedule_digitcaps_backward_phases(const std::string &name, const Target &target, TrainingBackwardStages &st) {
+    check_schedule("digitcaps_backward_with_s_phases", name, target, {"cpu_phases"}, {});
+    backward_phases_cpu(target, st);
+}
+
+}  // namespace halcaps
