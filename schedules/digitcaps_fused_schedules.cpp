@@ -37,7 +37,9 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 using schedule_util::kDefaultSharedBytes;
 
 namespace {
@@ -48,20 +50,6 @@ struct FusedGpuTiling {
     int in_chunk;      // input capsules per block (the chunk of the sum over i, rfactor)
     int e_per_thread;  // out_dim values per thread, unrolled (threads along e: 16 / e_per_thread at E = 16)
 };
-
-// fused: 8 batch elements x 16 input capsules a block; fused_b16: 16 x 32.
-// Any shape whose block fits. Latency-bound on the u loads and on the
-// barriers between the agreement, softmax and partial-sum stages of each
-// chunk (64 registers, about half occupancy).
-// Measured: fused 773.3 us, fused_b16 1579.7 at MNIST b128, 3 iterations,
-// on an H200.
-const std::vector<std::pair<std::string, FusedGpuTiling>> &gpu_variants() {
-    static const std::vector<std::pair<std::string, FusedGpuTiling>> v = {
-        {"fused", {8, 16, 1}},
-        {"fused_b16", {16, 32, 1}},
-    };
-    return v;
-}
 
 // The knobs of fused_split (below).
 struct SplitGpuTiling {
@@ -75,22 +63,6 @@ struct SplitGpuTiling {
     bool logits_vectors = false;  // logits kernel: a thread per (j, 4 batch elements) walking e
                                   // (split_logits_batch_vectors) instead of a thread per (b, j)
 };
-
-const std::vector<std::pair<std::string, SplitGpuTiling>> &split_variants() {
-    static const std::vector<std::pair<std::string, SplitGpuTiling>> v = {
-        {"fused_split", {6, 6, 8, false}},
-        {"fused_split_vectors", {10, 6, 8, true}},
-        {"fused_split_all_vectors", {10, 3, 8, true, 32, true}},
-    };
-    return v;
-}
-
-std::vector<std::string> gpu_names() {
-    std::vector<std::string> out;
-    for (const auto &[name, tiling] : gpu_variants()) out.push_back(name);
-    for (const auto &[name, tiling] : split_variants()) out.push_back(name);
-    return out;
-}
 
 // A pass's stages over one batch element on the CPU, computed at
 // `per_batch`: u_hat (W u, unless routing_fused reads its input inline), the
@@ -919,6 +891,39 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     routing_s_kernel(f);
 }
 
+// fused: 8 batch elements x 16 input capsules a block. Any shape whose
+// block fits. Latency-bound on the u loads and on the barriers between the
+// agreement, softmax and partial-sum stages of each chunk (64 registers,
+// about half occupancy). The CUDA default where fused_split_all_vectors
+// does not apply, and at 1 and 5 iterations; the fastest Halide layer at
+// wide b32.
+// Measured: 773.2 us at MNIST b128, 2374.9 at wide b32, 3 iterations, on
+// an H200.
+void fused(const Target &, FusedDigitCapsStages &f) { fused_gpu({8, 16, 1}, f); }
+
+// fused_chunk8: fused with chunks of 8 input capsules a block, the best
+// point `halcaps explore` found in schedules/spaces/digitcaps_fused_cuda.space
+// (space:batch_tile=8,in_chunk=8,e_per_thread=1); fused stays the default
+// (ahead at b512 and wide b32).
+// Measured: 721.8 us at MNIST b128 (fused 773.2), 2684.1 at b512 (fused
+// 2664.7), 3 iterations, on an H200.
+void fused_chunk8(const Target &, FusedDigitCapsStages &f) { fused_gpu({8, 8, 1}, f); }
+
+// fused_split_all_vectors (split_gpu above): the CUDA default where it
+// applies (in_dim 8, out_dim 16, out_caps up to 24, 3 iterations).
+// Measured: 161.7 us at MNIST b128, 529.5 at b512, 3 iterations, on an H200.
+void fused_split_all_vectors(const Target &target, FusedDigitCapsStages &f) {
+    split_gpu("fused_split_all_vectors", {10, 3, 8, true, 32, true}, f, target);
+}
+
+const ScheduleTable<FusedDigitCapsStages> kFusedSchedules = {
+    {"fused_cpu", ScheduleTarget::cpu, fused_cpu},
+    {"cpu_passes", ScheduleTarget::cpu, cpu_passes},
+    {"fused", ScheduleTarget::gpu, fused},
+    {"fused_chunk8", ScheduleTarget::gpu, fused_chunk8},
+    {"fused_split_all_vectors", ScheduleTarget::gpu, fused_split_all_vectors},
+};
+
 }  // namespace
 
 void schedule_digitcaps_fused(const std::string &name, const Target &target, FusedDigitCapsStages &f) {
@@ -927,26 +932,13 @@ void schedule_digitcaps_fused(const std::string &name, const Target &target, Fus
     if (space::is_point_name(name) && target.has_gpu_feature()) {
         // A point of schedules/spaces/digitcaps_fused_cuda.space, parsed
         // strictly (schedules/space_knobs.h), then the named variants' code.
-        // Measured: space:batch_tile=8,in_chunk=8,e_per_thread=1 722.0 us at MNIST
-        // b128, 3 iterations, on an H200.
         std::map<std::string, int> v;
         if (std::string error = space::parse_point("digitcaps_fused", "cuda", name, &v); !error.empty()) {
             throw CompileError(error);
         }
         return fused_gpu({v["batch_tile"], v["in_chunk"], v["e_per_thread"]}, f);
     }
-    check_schedule("digitcaps_fused", name, target, {"fused_cpu", "cpu_passes"}, gpu_names());
-    if (!target.has_gpu_feature()) {
-        if (name == "cpu_passes") return cpu_passes(target, f);
-        fused_cpu(target, f);
-        return;
-    }
-    for (const auto &[n, tiling] : split_variants()) {
-        if (n == name) split_gpu(n, tiling, f, target);
-    }
-    for (const auto &[n, tiling] : gpu_variants()) {
-        if (n == name) fused_gpu(tiling, f);
-    }
+    apply_schedule("digitcaps_fused", kFusedSchedules, name, target, f);
 }
 
 }  // namespace halcaps
