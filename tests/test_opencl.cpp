@@ -229,7 +229,7 @@ TEST_CASE("opencl: capsule convolution, the Winograd forms on 3x3 stride-1 shape
                                   host_view(five.output, five.output_shape()), five.params(), opencl_options(name));
         require_status(s, StatusCode::unsupported_shape, "3x3 filters at stride 1 only");
     }
-    REQUIRE(winograd >= 4);
+    REQUIRE(winograd >= 1);  // winograd4x4_staged
 }
 
 // The generator drops 31 in-kernel assertions in 15 OpenCL kernels
