@@ -69,6 +69,8 @@ public:
         s.accum(s.e, s.j, s.i, s.b) += s.W_in(s.rk, s.e, s.j, s.i) * s.u_in(s.rk, s.i, s.b);
         u_hat(s.e, s.j, s.i, s.b) = s.accum(s.e, s.j, s.i, s.b);
         s.u_hat = u_hat;
+        s.out_dim = W.dim(1).extent();
+        s.u_hat_buffer = s.u_hat.output_buffer();
 
         require_dense(u), require_dense(W), require_dense(u_hat);
         u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});

@@ -19,10 +19,11 @@ struct PredictStages {
     Halide::Func u_hat;     // output (e, j, i, b)
     Halide::Var e, j, i, b;
     Halide::RDom rk;        // over in_dim (K, u's innermost extent)
-    Halide::Expr intermediate_out_dim;  // defined only where u_hat is an intermediate of a larger
-                                        // pipeline (the DigitCaps layer's backward), not its output:
-                                        // u_hat's out_dim. Its buffer is then Halide's own, so a
-                                        // schedule may pad it and constrains no output buffer.
+    Halide::Expr out_dim;   // u_hat's extent along e (W's out_dim)
+    Halide::OutputImageParam u_hat_buffer;  // u_hat's buffer where u_hat is an output of the pipeline;
+                                            // undefined where u_hat is a stage stored in a buffer of
+                                            // Halide's own, which a schedule may pad and which
+                                            // constrains no caller's buffer
 };
 
 // grad_u(k, i, b) = sum_{j,e} g(e, j, i, b) * W(k, e, j, i)

@@ -817,25 +817,6 @@ Func zero_outside(const std::string &name, Input &input) {
     return f;
 }
 
-// root_autodiff: every Func the outputs depend on computed whole, serially.
-void schedule_root_autodiff(const std::vector<Func> &outputs) {
-    for (const Func &out : outputs) {
-        for (auto &[name, function] : Internal::find_transitive_calls(out.function())) {
-            bool is_output = false;
-            for (const Func &o : outputs) is_output = is_output || o.name() == name;
-            if (!is_output) Func(function).compute_root();
-        }
-    }
-}
-
-void schedule_autodiff(const std::string &generator, const std::string &schedule, bool autoscheduled,
-                       const std::vector<Func> &outputs) {
-    if (autoscheduled) return;
-    if (schedule == "root_autodiff") return schedule_root_autodiff(outputs);
-    throw CompileError(generator + ": no schedule named '" + schedule +
-                       "'; known: root_autodiff, or an autoscheduler (Li2018, schedules/kernels.cmake)");
-}
-
 class RoutingBackwardAutodiff : public Generator<RoutingBackwardAutodiff> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "autodiff"};
@@ -865,7 +846,10 @@ public:
         grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
         grad_u_hat.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
         grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
-        schedule_autodiff("routing_backward_autodiff", schedule, using_autoscheduler(), {grad_u_hat, grad_b0});
+        if (!using_autoscheduler()) {
+            halcaps::AutodiffStages a{{grad_u_hat, grad_b0}};
+            halcaps::schedule_autodiff("routing_backward_autodiff", schedule, get_target(), a);
+        }
     }
 };
 
@@ -904,7 +888,10 @@ public:
         grad_u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
         grad_W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
         grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
-        schedule_autodiff("digitcaps_backward_autodiff", schedule, using_autoscheduler(), {grad_u, grad_W, grad_b0});
+        if (!using_autoscheduler()) {
+            halcaps::AutodiffStages a{{grad_u, grad_W, grad_b0}};
+            halcaps::schedule_autodiff("digitcaps_backward_autodiff", schedule, get_target(), a);
+        }
     }
 };
 
@@ -958,7 +945,7 @@ public:
         st.outputs = {s};
         require_dense(s);
         s.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
-        halcaps::schedule_routing_step("routing_step_s", schedule, get_target(), st);
+        halcaps::schedule_routing_step_s(schedule, get_target(), st);
     }
 };
 
@@ -980,7 +967,7 @@ public:
         st.outputs = {logits_next};
         require_dense(logits_next);
         logits_next.set_estimates({{0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
-        halcaps::schedule_routing_step("routing_step_logits", schedule, get_target(), st);
+        halcaps::schedule_routing_step_logits(schedule, get_target(), st);
     }
 };
 
@@ -1048,7 +1035,7 @@ public:
         require_dense(g_logits_next), require_dense(grad_u_hat_in);
         g_logits_next.set_estimates({{0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
         grad_u_hat_in.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
-        halcaps::schedule_routing_step("routing_step_backward", schedule, get_target(), st);
+        halcaps::schedule_routing_step_backward("routing_step_backward", schedule, get_target(), st);
     }
 };
 
@@ -1069,7 +1056,7 @@ public:
         set_step_backward_outputs(st, g_logits, grad_u_hat, define_step_backward(st, wrap("grad_v_in", grad_v)));
         require_dense(grad_v);
         grad_v.set_estimates({{0, kOutDim}, {0, kOutCaps}, {0, kBatch}});
-        halcaps::schedule_routing_step("routing_step_backward_last", schedule, get_target(), st);
+        halcaps::schedule_routing_step_backward("routing_step_backward_last", schedule, get_target(), st);
     }
 };
 

@@ -117,6 +117,13 @@ struct RoutingStepStages {
     Halide::RDom ri, rj, re;
 };
 
+// The autodiff generators (routing_backward_autodiff,
+// digitcaps_backward_autodiff): Halide's propagate_adjoints builds their
+// stages, so a schedule is handed the outputs and walks what they call.
+struct AutodiffStages {
+    std::vector<Halide::Func> outputs;  // the generator's outputs
+};
+
 // The fused DigitCaps layer (generator digitcaps_fused): the same math as
 // RoutingStages over a predicted u_hat, written as one pass per routing
 // iteration. Pass t has its own u_hat (W u recomputed, never shared with

@@ -18,18 +18,12 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 using schedule_util::kDefaultSharedBytes;
 
 namespace {
-
-const std::vector<std::string> kCpuSchedules = {"cpu", "simple"};
-// The forward has one more CPU schedule, for layers with co >= 4.
-const std::vector<std::string> kCpuForwardSchedules = {"cpu", "cpu_co4", "simple"};
-// The GPU schedules (below the CPU ones): forward, and the gradients' subsets.
-const std::vector<std::string> kGpuSchedules = {"vaidya", "tuned", "tuned_co4", "tuned_pose", "tuned_split",
-                                                "tuned_unrolled", "tuned_vec", "staged_rows"};
-const std::vector<std::string> kGpuGradientSchedules = {"tuned", "tuned_caps"};
 
 // Output pixels along x held in registers at once by the cpu schedules: each
 // filter pose loaded is reused for this many pixels.
@@ -67,19 +61,6 @@ void pose_block_cpu(Func out, Func accum, const RDom &r) {
         .vectorize(p1)
         .unroll(b)
         .unroll(r.x);
-}
-
-// simple (built for the forward only): what an eager framework's loop would
-// do: one output pose at a time, its 16 floats a vector, the reduction
-// straight from memory, rows in parallel.
-// Measured: 3.9 / 173.4 / 8.9 ms (seed / layer / stride2) on the 2-core AMD
-// EPYC build machine.
-void pose_simple(Func out, Func accum) {
-    std::vector<Var> d = out.args();
-    Var ce("ce");
-    out.fuse(d[4], d[5], ce).parallel(ce).vectorize(d[0], 4).vectorize(d[1], 4);
-    accum.compute_at(out, d[2]).bound_extent(d[0], 4).bound_extent(d[1], 4).vectorize(d[0]).vectorize(d[1]);
-    accum.update().vectorize(d[0]).vectorize(d[1]);
 }
 
 // A copy of the zero-padded operand `padded` per row of the output (the
@@ -406,8 +387,8 @@ void capsconv_vaidya(CapsConvStages &s) {
 // pixels) runs 61504 threads rather than 15376; blocks of 32 x 2 pixels x 4
 // rows; filter poses of 4 input types a step staged in shared memory, the
 // input read through L1 (staging it too, with its halo, needs more than the
-// default 48 KB of shared memory at stride 3 for 32 x 2 tiles: tuned_pose
-// stages it on square tiles). Any shape; the CUDA default's fallback where
+// default 48 KB of shared memory at stride 3 for 32 x 2 tiles; staged_rows
+// stages it on smaller tiles). Any shape; the CUDA default's fallback where
 // staged_rows refuses the shape.
 // Measured: 29.3 / 1484.1 / 201.5 us on an H200.
 void capsconv_tuned(CapsConvStages &s) {
@@ -426,46 +407,6 @@ void capsconv_tuned_co4(CapsConvStages &s) {
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {16, 4, true, 4, 2, false}, s.stride);
 }
 
-// tuned_pose: Vaidya's thread layout (a whole 4x4 pose per thread, 16
-// registers; each input pose loaded feeds 64 FMAs) with the input tile
-// staged in shared memory too, one input type a step, blocks of 8 x 8
-// pixels. The staged tile is (7 s + kw) x (7 s + kh) poses: it fits the
-// 48 KB of shared memory a launch gets by default up to stride 3 with 5x5
-// filters (44.9 KB); larger strides or filters fail with cuda_error.
-// (2 co per thread, 32 registers, put the accumulators in local memory:
-// Halide then keeps the block's whole tile per thread; checked in the PTX.)
-// Measured: 78.6 / 1850.6 / 1258.5 us on an H200.
-void capsconv_tuned_pose(CapsConvStages &s) {
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, {8, 8, false, 1, 1, true}, s.stride);
-}
-
-// tuned_unrolled: tuned, plus copies of the reduction specialised to 5x5 and
-// 3x3 filters with the filter taps (dx, dy) fully unrolled. The seed problem
-// runs only 61504 threads (under a quarter of the H200's resident threads),
-// and in tuned each of a thread's 75 taps waits for its input load before
-// the next is issued; unrolled, the loads of a filter row's taps can be in
-// flight together. Other filter sizes run tuned's loop unchanged.
-// Slower than tuned everywhere, likely the 64-register cap of Halide's CUDA
-// JIT once a whole filter row's loads are in flight; kept as a measured point.
-// Measured: 54.0 / 2873.9 / 617.5 us on an H200.
-void capsconv_tuned_unrolled(CapsConvStages &s) {
-    capsconv_tuned(s);
-    Expr kw = s.r.z.extent(), kh = s.r.w.extent();
-    for (int k : {5, 3}) s.accum.update().specialize(kw == k && kh == k).unroll(s.r.z).unroll(s.r.w);
-}
-
-// tuned_vec: tuned with vector_rows (see PoseConvGpuTiling): 16-byte loads
-// of the input pose row (through L1) and of the filter rows (shared), one
-// 16-byte store a pose row. Each step still waits for its input row, whose
-// warp reads a new pixel column at every tap (an L1 miss); staging the input
-// (staged_rows) removes the wait.
-// Measured: 28.0 / 888.7 / 322.5 us on an H200.
-void capsconv_tuned_vec(CapsConvStages &s) {
-    PoseConvGpuTiling t{32, 2, true, 1, 4, false};
-    t.vector_rows = true;
-    pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
-}
-
 // staged_rows: vector_rows with the input tile staged too
 // (stage_rows_in_shared): blocks of 8 x 4 pixels x 4 pose rows, 4 input
 // capsule types a step (the seed problem's 3 in one step), so the sum's 75
@@ -481,63 +422,6 @@ void capsconv_staged_rows(CapsConvStages &s) {
     PoseConvGpuTiling t{8, 4, true, 1, 4, true};
     t.vector_rows = true;
     pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
-}
-
-// tuned_split: for problems with few outputs (the seed problem: 15376
-// pixels, one co), the sum over the filter rows dy is split across threads
-// too (rfactor over dy): a thread owns one pose row of one output pixel for
-// one filter row (4 accumulators over the ci, dx and pose-index terms of
-// that row), so the seed problem runs 5x tuned's threads, each with a 5x
-// shorter chain of dependent FMAs. The kh partial rows meet in shared
-// memory and the block's pose-row threads add them. Blocks of 32 pixels
-// along x x 4 pose rows x 8 filter rows (up to kh = 8 in one step; larger
-// filters take several); the filter is read through L1 (each warp reads one
-// address: a broadcast).
-// At kh = 5 three of the block's 8 filter-row threads idle, every block
-// waits at the barrier before the partial rows are added, and the 32 x 1
-// pixel tiles re-read each input row for every filter row that touches it:
-// slower than tuned everywhere, kept as a measured point.
-// Measured: 36.0 / 2159.4 / 423.7 us on an H200.
-void capsconv_tuned_split(CapsConvStages &s) {
-    constexpr int kXThreads = 32, kRowThreads = 8;
-    std::vector<Var> d = s.O.args();
-    Var p0 = d[0], p1 = d[1], a = d[2], x = d[3], y = d[4], n = d[5];
-    Var xo("xo"), xt("xt"), an("an");
-    s.O.split(x, xo, xt, kXThreads, TailStrategy::GuardWithIf)
-        .fuse(a, n, an)
-        .reorder(p0, p1, xt, xo, y, an)
-        .gpu_threads(p1, xt)
-        .gpu_blocks(xo, y, an)
-        .unroll(p0);
-
-    Var u("u"), uo("uo"), ut("ut");
-    Func partial = s.accum.update().rfactor(s.r.w, u);  // partial(j, i, co, x, y, n, u)
-    // The final sum over the partial rows: one pose row per thread, in registers.
-    std::vector<Var> ad = s.accum.args();
-    s.accum.compute_at(s.O, p1).store_in(MemoryType::Register).bound_extent(ad[0], 4).unroll(ad[0]);
-    for (size_t k = 1; k < ad.size(); k++) s.accum.bound_extent(ad[k], 1);
-    s.accum.update().unroll(ad[0]);
-
-    // The partial rows of the block's 32 x 4 pose rows, in shared memory.
-    Func partial_shared = partial.in();
-    std::vector<Var> q = partial_shared.args();
-    partial_shared.compute_at(s.O, xo)
-        .store_in(MemoryType::GPUShared)
-        .bound_extent(q[0], 4)
-        .bound_extent(q[1], 4)
-        .bound_extent(q[2], 1)
-        .bound_extent(q[3], kXThreads)
-        .bound_extent(q[4], 1)
-        .bound_extent(q[5], 1)
-        .split(q[6], uo, ut, kRowThreads, TailStrategy::GuardWithIf)
-        .reorder(q[0], q[1], q[3], ut, uo)
-        .gpu_threads(q[1], q[3], ut)
-        .unroll(q[0]);
-    // Each thread's 4 accumulators in registers over (ci, dx, pose index).
-    std::vector<Var> pv = partial.args();
-    partial.compute_at(partial_shared, q[1]).store_in(MemoryType::Register).bound_extent(pv[0], 4).unroll(pv[0]);
-    for (size_t k = 1; k < pv.size(); k++) partial.bound_extent(pv[k], 1);
-    partial.update().reorder(pv[0], s.r.x, s.r.z, s.r.y).unroll(pv[0]).unroll(s.r.x);
 }
 
 // grad_filter on the GPU: the sum over every output pixel is split by rows
@@ -622,6 +506,62 @@ void grad_filter_gpu(CapsConvGradFilterStages &s, bool threads_along_caps) {
     for (const Var &v : s.accum.args()) s.accum.bound_extent(v, 1);
 }
 
+// grad_input cpu: as the forward, over input rows (n, Y) in parallel, X
+// blocks of 4, the rows of grad_output they read staged transposed
+// (stage_rows_transposed); every tap that does not divide by the stride
+// multiplies a zero.
+// Measured alone (a direct call, median of 7, on the loaded 2-core build
+// machine): seed 1964 us, n=8 layer 91 ms.
+void grad_input_cpu(const Target &, CapsConvGradInputStages &s) {
+    pose_block_cpu(s.grad_I, s.accum, s.r);
+    stage_rows_transposed(s.grad_I, s.g_pad);
+    // A second copy for stride 1, where every tap hits and the test goes.
+    s.grad_I.specialize(s.stride == 1);
+}
+
+// grad_input tuned (and tuned_caps, which differs in grad_filter only): the
+// forward's `tuned` layout with the roles renamed: threads own input pixels
+// and pose rows, the reduction walks 4 output capsule types a step with
+// their filter poses and grad_output tile staged. Taps that do not divide
+// by the stride multiply a zero, as on the CPU.
+// H200: see grad_filter_gpu (measured together).
+void grad_input_tuned(const Target &, CapsConvGradInputStages &s) {
+    pose_conv_gpu(s.grad_I, s.accum, s.r, s.K_in, s.g_pad, {32, 2, true, 1, 4, false, 3}, s.stride);
+}
+
+// grad_filter cpu: the filter's (dx, dy) taps in parallel, blocks of 4 ci
+// in registers, the sum over every output pixel (i, x, y, n) innermost.
+// Measured alone (as grad_input, under load): seed 2267 us, n=8 layer 232 ms.
+void grad_filter_cpu(const Target &, CapsConvGradFilterStages &s) {
+    pose_block_cpu(s.grad_K, s.accum, s.r);
+    // The whole zero-padded input written out once, so the sum over
+    // pixels reads it with no boundary test.
+    std::vector<Var> a = s.I_pad.args();
+    Var yn("yn");
+    s.I_pad.compute_root().fuse(a[4], a[5], yn).parallel(yn).vectorize(a[0], 4).vectorize(a[1], 4);
+}
+
+const ScheduleTable<CapsConvStages> kForwardSchedules = {
+    {"cpu", ScheduleTarget::cpu, [](const Target &, CapsConvStages &s) { capsconv_cpu(s); }},
+    {"cpu_co4", ScheduleTarget::cpu, [](const Target &, CapsConvStages &s) { capsconv_cpu_co4(s); }},
+    {"vaidya", ScheduleTarget::gpu, [](const Target &, CapsConvStages &s) { capsconv_vaidya(s); }},
+    {"tuned", ScheduleTarget::gpu, [](const Target &, CapsConvStages &s) { capsconv_tuned(s); }},
+    {"tuned_co4", ScheduleTarget::gpu, [](const Target &, CapsConvStages &s) { capsconv_tuned_co4(s); }},
+    {"staged_rows", ScheduleTarget::gpu, [](const Target &, CapsConvStages &s) { capsconv_staged_rows(s); }},
+};
+
+const ScheduleTable<CapsConvGradInputStages> kGradInputSchedules = {
+    {"cpu", ScheduleTarget::cpu, grad_input_cpu},
+    {"tuned", ScheduleTarget::gpu, grad_input_tuned},
+    {"tuned_caps", ScheduleTarget::gpu, grad_input_tuned},
+};
+
+const ScheduleTable<CapsConvGradFilterStages> kGradFilterSchedules = {
+    {"cpu", ScheduleTarget::cpu, grad_filter_cpu},
+    {"tuned", ScheduleTarget::gpu, [](const Target &, CapsConvGradFilterStages &s) { grad_filter_gpu(s, false); }},
+    {"tuned_caps", ScheduleTarget::gpu, [](const Target &, CapsConvGradFilterStages &s) { grad_filter_gpu(s, true); }},
+};
+
 }  // namespace
 
 void schedule_capsconv(const std::string &name, const Target &target, CapsConvStages &s) {
@@ -646,60 +586,15 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
         t.x_pixels = v["x_pixels"];
         return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);
     }
-    check_schedule("capsconv", name, target, kCpuForwardSchedules, kGpuSchedules);
-    if (name == "cpu") capsconv_cpu(s);
-    if (name == "cpu_co4") capsconv_cpu_co4(s);
-    if (name == "simple") pose_simple(s.O, s.accum);
-    if (name == "vaidya") capsconv_vaidya(s);
-    if (name == "tuned") capsconv_tuned(s);
-    if (name == "tuned_co4") capsconv_tuned_co4(s);
-    if (name == "tuned_pose") capsconv_tuned_pose(s);
-    if (name == "tuned_split") capsconv_tuned_split(s);
-    if (name == "tuned_unrolled") capsconv_tuned_unrolled(s);
-    if (name == "tuned_vec") capsconv_tuned_vec(s);
-    if (name == "staged_rows") capsconv_staged_rows(s);
+    apply_schedule("capsconv", kForwardSchedules, name, target, s);
 }
 
-// cpu: as the forward, over input rows (n, Y) in parallel, X blocks of 4,
-// the rows of grad_output they read staged transposed (stage_rows_transposed);
-// every tap that does not divide by the stride multiplies a zero.
-// Measured alone (a direct call, median of 7, on the loaded 2-core build
-// machine): seed 1964 us, n=8 layer 91 ms.
 void schedule_capsconv_grad_input(const std::string &name, const Target &target, CapsConvGradInputStages &s) {
-    check_schedule("capsconv_grad_input", name, target, kCpuSchedules, kGpuGradientSchedules);
-    if (name == "cpu") {
-        pose_block_cpu(s.grad_I, s.accum, s.r);
-        stage_rows_transposed(s.grad_I, s.g_pad);
-        // A second copy for stride 1, where every tap hits and the test goes.
-        s.grad_I.specialize(s.stride == 1);
-    }
-    if (name == "simple") pose_simple(s.grad_I, s.accum);
-    // tuned: the forward's `tuned` layout with the roles renamed: threads own
-    // input pixels and pose rows, the reduction walks 4 output capsule types
-    // a step with their filter poses and grad_output tile staged. Taps that
-    // do not divide by the stride multiply a zero, as on the CPU.
-    // H200: see grad_filter_gpu (measured together).
-    if (name == "tuned" || name == "tuned_caps") {  // tuned_caps differs in grad_filter only
-        pose_conv_gpu(s.grad_I, s.accum, s.r, s.K_in, s.g_pad, {32, 2, true, 1, 4, false, 3}, s.stride);
-    }
+    apply_schedule("capsconv_grad_input", kGradInputSchedules, name, target, s);
 }
 
-// cpu: the filter's (dx, dy) taps in parallel, blocks of 4 ci in registers,
-// the sum over every output pixel (i, x, y, n) innermost.
-// Measured alone (as grad_input, under load): seed 2267 us, n=8 layer 232 ms.
 void schedule_capsconv_grad_filter(const std::string &name, const Target &target, CapsConvGradFilterStages &s) {
-    check_schedule("capsconv_grad_filter", name, target, kCpuSchedules, kGpuGradientSchedules);
-    if (name == "cpu") {
-        pose_block_cpu(s.grad_K, s.accum, s.r);
-        // The whole zero-padded input written out once, so the sum over
-        // pixels reads it with no boundary test.
-        std::vector<Var> a = s.I_pad.args();
-        Var yn("yn");
-        s.I_pad.compute_root().fuse(a[4], a[5], yn).parallel(yn).vectorize(a[0], 4).vectorize(a[1], 4);
-    }
-    if (name == "simple") pose_simple(s.grad_K, s.accum);
-    if (name == "tuned") grad_filter_gpu(s, false);
-    if (name == "tuned_caps") grad_filter_gpu(s, true);
+    apply_schedule("capsconv_grad_filter", kGradFilterSchedules, name, target, s);
 }
 
 }  // namespace halcaps

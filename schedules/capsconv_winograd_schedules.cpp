@@ -16,12 +16,11 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 
 namespace {
-
-const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuSchedules = {"staged", "staged_co4"};
 
 // The two Winograd-point dims of a transformed stage are always the last
 // two and always the whole alpha x alpha: stating it lets the schedules
@@ -237,23 +236,24 @@ void winograd_gpu(CapsConvWinogradStages &s, const WinogradGpuTiling &t) {
         .gpu_blocks(xt, yt, ocn);
 }
 
+// Measured on an H200 on the layer problem (n=8, 32x32, ci=co=32, 3x3,
+// pad 1), device time; in the same run cuDNN took 283.0 us with its permutes
+// and 236.1 bare.
+//
+// staged: 2 output capsule types a thread (32 accumulators), 8 x 4 tiles
+// x 4 co groups a block; the CUDA default for 3x3 filters at stride 1.
+// Measured: winograd4x4_staged 206.7 us (winograd2x2_staged 314.0).
+void winograd_staged(const Target &, CapsConvWinogradStages &s) { winograd_gpu(s, {2, 4, 8, 4}); }
+
+const ScheduleTable<CapsConvWinogradStages> kWinogradSchedules = {
+    {"cpu", ScheduleTarget::cpu, [](const Target &, CapsConvWinogradStages &s) { winograd_cpu(s); }},
+    {"staged", ScheduleTarget::gpu, winograd_staged},
+};
+
 }  // namespace
 
 void schedule_capsconv_winograd(const std::string &name, const Target &target, CapsConvWinogradStages &s) {
-    check_schedule("capsconv_winograd", name, target, kCpuSchedules, kGpuSchedules);
-    if (name == "cpu") winograd_cpu(s);
-    // Measured on an H200 on the layer problem (n=8, 32x32, ci=co=32, 3x3,
-    // pad 1), device time; in the same run cuDNN took 283.0 us with its permutes
-    // and 236.1 bare.
-    //
-    // staged: 2 output capsule types a thread (32 accumulators), 8 x 4 tiles
-    // x 4 co groups a block; the CUDA default for 3x3 filters at stride 1.
-    // Measured: winograd4x4_staged 206.7 us, winograd2x2_staged 314.0.
-    if (name == "staged") winograd_gpu(s, {2, 4, 8, 4});
-    // staged_co4: 4 output capsule types a thread (64 accumulators): it spills
-    // under the 64-register cap; kept as the measured counterpoint.
-    // Measured: winograd4x4_staged_co4 1049.7 us, winograd2x2_staged_co4 1678.2.
-    if (name == "staged_co4") winograd_gpu(s, {4, 2, 8, 4});
+    apply_schedule("capsconv_winograd", kWinogradSchedules, name, target, s);
 }
 
 }  // namespace halcaps

@@ -12,12 +12,11 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 
 namespace {
-
-const std::vector<std::string> kCpuSchedules = {"fused_cpu"};
-const std::vector<std::string> kGpuSchedules = {"fused"};
 
 // fused_cpu: checks the algorithm on machines without a GPU (the two-pipeline
 // `cpu` gradients are the CPU default). grad_u parallel over batch rows,
@@ -165,12 +164,15 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
         .vectorize(wa[0], 8, TailStrategy::GuardWithIf);
 }
 
+const ScheduleTable<PredictBackwardStages> kBackwardSchedules = {
+    {"fused_cpu", ScheduleTarget::cpu, [](const Target &, PredictBackwardStages &s) { backward_cpu(s); }},
+    {"fused", ScheduleTarget::gpu, [](const Target &, PredictBackwardStages &s) { backward_chunks(s, {32, 2}); }},
+};
+
 }  // namespace
 
 void schedule_predict_backward(const std::string &name, const Target &target, PredictBackwardStages &s) {
-    check_schedule("capsule_predict_backward", name, target, kCpuSchedules, kGpuSchedules);
-    if (name == "fused_cpu") backward_cpu(s);
-    if (name == "fused") backward_chunks(s, {32, 2});
+    apply_schedule("capsule_predict_backward", kBackwardSchedules, name, target, s);
 }
 
 }  // namespace halcaps

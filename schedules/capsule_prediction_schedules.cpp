@@ -16,23 +16,20 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 using schedule_util::check_threads;
 using schedule_util::one_thread_per_output;
 
 namespace {
-
-const std::vector<std::string> kCpuSchedules = {"cpu"};
-const std::vector<std::string> kGpuForwardSchedules = {"naive", "tuned", "registers", "staged", "tuned_k8", "batch_vectors",
-                                                         "batch_walk", "batch_rows", "capsule_runs"};
-const std::vector<std::string> kGpuGradientSchedules = {"naive", "tuned", "vectors"};
 
 // ---------------------------------------------------------------- forward --
 
 // The knobs of the CPU forward schedule (explored through
 // schedules/spaces/capsule_predict_cpu.space; the defaults are `cpu`).
 struct PredictCpuTiling {
-    int tile_i = 16;       // input capsules per parallel tile
+    int tile_i = 32;       // input capsules per parallel tile
     int vec_mult = 1;      // e vectors this many natural vectors wide
     bool stage_w = true;   // transpose the tile's W slice (e innermost) first
 };
@@ -66,12 +63,15 @@ void predict_cpu_tiled(const Target &target, PredictStages &s, const PredictCpuT
     }
 }
 
-// cpu: predict_cpu_tiled with tiles of 16 input capsules (16 x 5 KB of
+// cpu: predict_cpu_tiled with tiles of 32 input capsules (32 x 5 KB of
 // transposed W, stays in L2), one natural vector per e row, W staged. Each
-// batch element's outputs for a tile are 10 KB written contiguously.
+// batch element's outputs for a tile are 20 KB written contiguously.
 // Any shape. Halide emits no streaming stores, so each line of u_hat is read
 // for ownership before it is written: about 1.9x the bytes floor moves.
-// Measured: 5.3 ms at MNIST b128 on the 2-core AMD EPYC build machine, 6.1x
+// The best point of schedules/spaces/capsule_predict_cpu.space; tiles of
+// 16 (the earlier `cpu`) ran 8.61 and 19.28 ms against this one's 8.48 and
+// 18.44 in two loaded runs on the 2-core build machine (docs/history.md).
+// Measured: 5.0 ms at MNIST b128 on the 2-core AMD EPYC build machine, 6.5x
 // the naive OpenMP loops.
 void predict_cpu(const Target &target, PredictStages &s) { predict_cpu_tiled(target, s, {}); }
 
@@ -227,40 +227,40 @@ void u_row_in_registers(PredictStages &s, const RVar &rko) {
 // batch_walk's, with out_caps 8 to 32 (the staging's 64 x 2 threads fit,
 // the block stays within 512 threads); elsewhere it runs batch_walk's
 // mapping with the staging's wider block (most of its threads idle), so
-// the runtime picks it only where its fast path applies. For an
-// intermediate u_hat (the layer backward's) it is batch_walk.
+// the runtime picks it only where its fast path applies. Where u_hat has
+// no buffer of its own (a stage of the layer backward) it is batch_walk.
 // Measured: 36.6 us at MNIST b128 on an H200.
 void predict_batch_walk(PredictStages &s, bool whole_row = false) {
     const Expr K = s.rk.x.extent();
     Expr fast, row_fast = Internal::const_false();
     Expr pairs;  // (e pair, j) pairs of a row, the row's threads in row_fast
-    if (s.intermediate_out_dim.defined()) {
-        // u_hat inside the layer's backward: Halide's own buffer, its rows
-        // aligned by the caller, its batch padded to whole tiles of 128 (u is
-        // read clamped there).
-        fast = (s.intermediate_out_dim == 16) && (K == 8);
+    if (!s.u_hat_buffer.defined()) {
+        // u_hat a stage in Halide's own buffer (the layer's backward): its
+        // rows aligned by the caller, its batch padded to whole tiles of 128
+        // (u is read clamped there).
+        fast = (s.out_dim == 16) && (K == 8);
         // batch_rows' block spans out_caps, which only the output buffer
-        // gives here: for an intermediate u_hat it is batch_walk.
+        // gives here: without one it is batch_walk.
         whole_row = false;
     } else {
-        const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
-        const Expr batch = s.u_hat.output_buffer().dim(3).extent();
+        const Expr out_dim = s.u_hat_buffer.dim(0).extent();
+        const Expr batch = s.u_hat_buffer.dim(3).extent();
         // The 8-byte stores need u_hat's row offsets provably even: its
         // strides are products of extents (dense), but Halide addresses it
         // through the strides themselves, so their parity is part of the
         // condition (always true when out_dim is 16).
         fast = (out_dim == 16) && (K == 8) && (batch % 128 == 0) &&
-               (s.u_hat.output_buffer().dim(2).stride() % 2 == 0) &&
-               (s.u_hat.output_buffer().dim(3).stride() % 2 == 0);
+               (s.u_hat_buffer.dim(2).stride() % 2 == 0) &&
+               (s.u_hat_buffer.dim(3).stride() % 2 == 0);
         // ... and the buffer's start 8-byte aligned: declared here (Halide
         // then checks a host u_hat; device tensors are 16-byte aligned,
         // which the runtime checks, runtime/src/halide_call.cpp). Without it
         // the stores were two 4-byte ones.
-        s.u_hat.output_buffer().set_host_alignment(8);
+        s.u_hat_buffer.set_host_alignment(8);
         if (whole_row) {
             // batch_rows: a block over the whole (e, j) row, 8 * out_caps
             // threads wide (out_caps 8 to 32: described above).
-            const Expr out_caps = s.u_hat.output_buffer().dim(1).extent();
+            const Expr out_caps = s.u_hat_buffer.dim(1).extent();
             pairs = out_caps * 8;
             row_fast = fast && (out_caps >= 8) && (out_caps <= 32);
         }
@@ -341,15 +341,15 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     if (t.e_vector != 2 && t.e_vector != 4) {
         throw CompileError("capsule_predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
     }
-    if (s.intermediate_out_dim.defined()) {
-        throw CompileError("capsule_predict: capsule runs schedule only the forward's own output");
+    if (!s.u_hat_buffer.defined()) {
+        throw CompileError("capsule_predict: capsule runs schedule only a u_hat that is the pipeline's output");
     }
     const int V = t.e_vector, C = t.run_caps;
     const Expr K = s.rk.x.extent();
-    const Expr out_dim = s.u_hat.output_buffer().dim(0).extent();
-    const Expr out_caps = s.u_hat.output_buffer().dim(1).extent();
-    const Expr in_caps = s.u_hat.output_buffer().dim(2).extent();
-    const Expr batch = s.u_hat.output_buffer().dim(3).extent();
+    const Expr out_dim = s.u_hat_buffer.dim(0).extent();
+    const Expr out_caps = s.u_hat_buffer.dim(1).extent();
+    const Expr in_caps = s.u_hat_buffer.dim(2).extent();
+    const Expr batch = s.u_hat_buffer.dim(3).extent();
     // Threads along a capsule's (e, j) row, and rows a block, in the fast
     // path (the guarded path takes 32 and 16). Halide checks every split
     // factor before it picks a path, so both are at least 1 at any shape.
@@ -365,10 +365,10 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     // which the runtime checks; Halide checks a host u_hat).
     const Expr fast = (out_dim % V == 0) && (K == 8 || K == 16) && (in_caps % C == 0) && (batch >= t.row_groups) &&
                       (C * rows * K * 4 <= 48 * 1024) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
-                      (s.u_hat.output_buffer().dim(1).stride() % V == 0) &&
-                      (s.u_hat.output_buffer().dim(2).stride() % V == 0) &&
-                      (s.u_hat.output_buffer().dim(3).stride() % V == 0);
-    s.u_hat.output_buffer().set_host_alignment(4 * V);
+                      (s.u_hat_buffer.dim(1).stride() % V == 0) &&
+                      (s.u_hat_buffer.dim(2).stride() % V == 0) &&
+                      (s.u_hat_buffer.dim(3).stride() % V == 0);
+    s.u_hat_buffer.set_host_alignment(4 * V);
 
     Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), io("io"), ii("ii"), bo("bo"), bi("bi");
     auto mapping = [&](Stage f, const Expr &threads_along_row, const Expr &block_rows, TailStrategy tail) {
@@ -425,46 +425,6 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
 // Measured: 34.2 us at MNIST b128 (72% of the copy bandwidth over the bytes
 // floor) and 109.7 at b512 (86%) on an H200.
 void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2}); }
-
-// tuned_k8: `tuned`'s tiling with the sum over k in tiles of 8 inside each
-// batch element, as the hand-written forward does: a thread reads its 8 W
-// values of the tile once and, per batch element, the 8 u values of the tile
-// as two 16-byte shared loads into registers (u staged k innermost, rows
-// padded to a multiple of 8 so that the loads are provably aligned), then 8
-// FMAs. K == 8 is specialised (one tile, no guards); other K run guarded
-// tiles. `tuned` instead walks k outside the batch tile: one scalar shared
-// load of u per FMA.
-// Faster than tuned at in_dim 16, slower at MNIST's in_dim 8.
-// Measured: 54.5 us at MNIST b128 on an H200 (tuned: 49.1).
-void predict_tuned_k8(PredictStages &s) {
-    predict_gpu_tiled(s, {32, 1, 32, true});
-    const Expr K = s.rk.x.extent();
-    std::vector<Var> a = s.u_in.args();  // (k, i, b)
-    s.u_in.reorder_storage(a[0], a[2], a[1]).align_storage(a[0], 8);
-    RVar rko("rko"), rki("rki");
-    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(rki, s.b, rko).unroll(rki);
-    // The tile's u values of one batch element, in registers, loaded 4 wide.
-    Func u_row = s.u_in.in(s.accum);
-    Var ko("u_ko"), ki("u_ki");
-    u_row.compute_at(s.accum, s.b)
-        .store_in(MemoryType::Register)
-        .bound_extent(a[0], 8)
-        .split(a[0], ko, ki, 4)
-        .vectorize(ki)
-        .unroll(ko);
-    s.accum.update().specialize(K == 8);
-}
-
-// registers: 16 batch accumulators per thread, blocks of 32 x 4 threads,
-// nothing staged (the tuned schedule until exploration found a better one).
-// Any shape. Measured: 64.4 us at MNIST b128 on an H200.
-void predict_registers(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 16, false}); }
-
-// staged: 32-element batch tiles, u staged in shared memory, 4 input
-// capsules a block (tuned's single capsule a block gives more, smaller blocks,
-// whose staging barrier stalls fewer threads). Any shape.
-// Measured: 67.6 us at MNIST b128 on an H200.
-void predict_staged(PredictStages &s) { predict_gpu_tiled(s, {32, 4, 32, true}); }
 
 // ------------------------------------------------------- gradient w.r.t. u --
 
@@ -838,22 +798,37 @@ void schedule_grad_weight_point(const std::string &name, const Target &target, P
     grad_weight_register_tiles(s, {v["k_tile"], v["ej_threads"], v["i_threads"], v["batch_unroll"]});
 }
 
+// The named schedules of each operator, one row each.
+const ScheduleTable<PredictStages> kPredictSchedules = {
+    {"cpu", ScheduleTarget::cpu, predict_cpu},
+    {"naive", ScheduleTarget::gpu, [](const Target &, PredictStages &s) { predict_naive(s); }},
+    {"tuned", ScheduleTarget::gpu, [](const Target &, PredictStages &s) { predict_tuned(s); }},
+    {"batch_vectors", ScheduleTarget::gpu, [](const Target &, PredictStages &s) { predict_batch_vectors(s); }},
+    {"batch_walk", ScheduleTarget::gpu, [](const Target &, PredictStages &s) { predict_batch_walk(s); }},
+    {"batch_rows", ScheduleTarget::gpu, [](const Target &, PredictStages &s) { predict_batch_walk(s, true); }},
+    {"capsule_runs", ScheduleTarget::gpu, [](const Target &, PredictStages &s) { predict_capsule_runs_default(s); }},
+};
+
+const ScheduleTable<PredictGradInputStages> kGradInputSchedules = {
+    {"cpu", ScheduleTarget::cpu, [](const Target &, PredictGradInputStages &s) { grad_input_cpu(s); }},
+    {"naive", ScheduleTarget::gpu, [](const Target &, PredictGradInputStages &s) { grad_input_naive(s); }},
+    {"tuned", ScheduleTarget::gpu, [](const Target &, PredictGradInputStages &s) { grad_input_lanes(s, 4, 4); }},
+    {"vectors", ScheduleTarget::gpu, [](const Target &, PredictGradInputStages &s) { grad_input_row_vectors(s); }},
+};
+
+const ScheduleTable<PredictGradWeightStages> kGradWeightSchedules = {
+    {"cpu", ScheduleTarget::cpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_cpu(s); }},
+    {"naive", ScheduleTarget::gpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_naive(s); }},
+    {"tuned", ScheduleTarget::gpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_register_tiles(s, {}); }},
+    {"vectors", ScheduleTarget::gpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_quads(s); }},
+};
+
 }  // namespace
 
 void schedule_predict(const std::string &name, const Target &target, PredictStages &s) {
     if (space::is_point_name(name)) return schedule_predict_point(name, target, s);
     if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("capsule_predict", name, target, {s.u_hat});
-    check_schedule("capsule_predict", name, target, kCpuSchedules, kGpuForwardSchedules);
-    if (name == "cpu") predict_cpu(target, s);
-    if (name == "naive") predict_naive(s);
-    if (name == "tuned") predict_tuned(s);
-    if (name == "tuned_k8") predict_tuned_k8(s);
-    if (name == "batch_vectors") predict_batch_vectors(s);
-    if (name == "batch_walk") predict_batch_walk(s);
-    if (name == "batch_rows") predict_batch_walk(s, true);
-    if (name == "capsule_runs") predict_capsule_runs_default(s);
-    if (name == "staged") predict_staged(s);
-    if (name == "registers") predict_registers(s);
+    apply_schedule("capsule_predict", kPredictSchedules, name, target, s);
 }
 
 void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {
@@ -861,11 +836,7 @@ void schedule_predict_grad_input(const std::string &name, const Target &target, 
     if (autoschedulers::is_autoscheduler_row(name)) {
         return autoschedule("capsule_predict_grad_input", name, target, {s.grad_u});
     }
-    check_schedule("capsule_predict_grad_input", name, target, kCpuSchedules, kGpuGradientSchedules);
-    if (name == "cpu") grad_input_cpu(s);
-    if (name == "naive") grad_input_naive(s);
-    if (name == "tuned") grad_input_lanes(s, 4, 4);
-    if (name == "vectors") grad_input_row_vectors(s);
+    apply_schedule("capsule_predict_grad_input", kGradInputSchedules, name, target, s);
 }
 
 void schedule_predict_grad_weight(const std::string &name, const Target &target, PredictGradWeightStages &s) {
@@ -873,11 +844,7 @@ void schedule_predict_grad_weight(const std::string &name, const Target &target,
     if (autoschedulers::is_autoscheduler_row(name)) {
         return autoschedule("capsule_predict_grad_weight", name, target, {s.grad_W});
     }
-    check_schedule("capsule_predict_grad_weight", name, target, kCpuSchedules, kGpuGradientSchedules);
-    if (name == "cpu") grad_weight_cpu(s);
-    if (name == "naive") grad_weight_naive(s);
-    if (name == "tuned") grad_weight_register_tiles(s, {});
-    if (name == "vectors") grad_weight_quads(s);
+    apply_schedule("capsule_predict_grad_weight", kGradWeightSchedules, name, target, s);
 }
 
 }  // namespace halcaps

@@ -24,23 +24,38 @@ inline void check_threads(const std::string &op, const std::string &name, int th
     }
 }
 
-// Stops generation with a clear message when a schedule name is unknown or
-// when a GPU schedule is asked for on a target without CUDA (or vice versa).
-inline void check_schedule(const std::string &op, const std::string &name, const Halide::Target &target,
-                           const std::vector<std::string> &cpu_names,
-                           const std::vector<std::string> &gpu_names) {
-    auto join = [](const std::vector<std::string> &names) {
-        std::string out;
-        for (const auto &n : names) out += (out.empty() ? "" : ", ") + n;
-        return out;
-    };
-    const auto &names = target.has_gpu_feature() ? gpu_names : cpu_names;
-    for (const auto &n : names) {
-        if (n == name) return;
+// One named schedule of an operator: the kind of target it is written for
+// and the function that applies it to the operator's stages. Each schedule
+// file keeps one table of these per operator; adding a schedule is its
+// function plus one row (and its line in schedules/kernels.cmake).
+enum class ScheduleTarget { cpu, gpu };
+
+template <typename Stages>
+struct ScheduleRow {
+    const char *name;
+    ScheduleTarget target;
+    void (*apply)(const Halide::Target &target, Stages &stages);
+};
+
+template <typename Stages>
+using ScheduleTable = std::vector<ScheduleRow<Stages>>;
+
+// Applies the row of `table` named `name` for the target's kind (GPU when it
+// has a GPU feature), or stops generation with a message listing the
+// table's names for that kind.
+template <typename Stages>
+void apply_schedule(const std::string &op, const ScheduleTable<Stages> &table, const std::string &name,
+                    const Halide::Target &target, Stages &stages) {
+    const ScheduleTarget kind = target.has_gpu_feature() ? ScheduleTarget::gpu : ScheduleTarget::cpu;
+    std::string known;
+    for (const ScheduleRow<Stages> &row : table) {
+        if (row.target != kind) continue;
+        if (row.name == name) return row.apply(target, stages);
+        known += (known.empty() ? "" : ", ") + std::string(row.name);
     }
     throw Halide::CompileError(op + ": no schedule named '" + name + "' for target " + target.to_string() +
-                               "; known " + (target.has_gpu_feature() ? "GPU" : "CPU") +
-                               " schedules: " + join(names));
+                               "; known " + (kind == ScheduleTarget::gpu ? "GPU" : "CPU") +
+                               " schedules: " + (known.empty() ? "none" : known));
 }
 
 // The blog's kernels: one GPU thread per output element, 1024 threads a

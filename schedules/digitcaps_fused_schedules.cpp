@@ -3,9 +3,9 @@
 // FusedDigitCapsStages): one pass per routing iteration, each pass
 // recomputing its own u_hat, so nothing of size B·I·J·E is ever stored.
 //
-// Two GPU designs: `fused_split` (split_gpu below; CapsNet's in_dim 8 and
-// out_dim 16 only, the CUDA default where it applies) and `fused` and its
-// variants, described here.
+// Two GPU designs: `fused_split_all_vectors` (split_gpu below; CapsNet's
+// in_dim 8 and out_dim 16 only, the CUDA default where it applies) and
+// `fused` and its variant, described here.
 //
 // fused, per routing iteration t, two kernels:
 //   pass kernel   blocks over (input-capsule chunk, batch tile). For each
@@ -37,7 +37,9 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 using schedule_util::kDefaultSharedBytes;
 
 namespace {
@@ -49,48 +51,14 @@ struct FusedGpuTiling {
     int e_per_thread;  // out_dim values per thread, unrolled (threads along e: 16 / e_per_thread at E = 16)
 };
 
-// fused: 8 batch elements x 16 input capsules a block; fused_b16: 16 x 32.
-// Any shape whose block fits. Latency-bound on the u loads and on the
-// barriers between the agreement, softmax and partial-sum stages of each
-// chunk (64 registers, about half occupancy).
-// Measured: fused 773.3 us, fused_b16 1579.7 at MNIST b128, 3 iterations,
-// on an H200.
-const std::vector<std::pair<std::string, FusedGpuTiling>> &gpu_variants() {
-    static const std::vector<std::pair<std::string, FusedGpuTiling>> v = {
-        {"fused", {8, 16, 1}},
-        {"fused_b16", {16, 32, 1}},
-    };
-    return v;
-}
-
-// The knobs of fused_split (below).
+// The knobs of fused_split_all_vectors (split_gpu below).
 struct SplitGpuTiling {
     int in_chunk;        // partial-sum kernel: input capsules per block (the chunk of the sum over i)
     int logits_i_tile;   // logits kernel: input capsules per block
     int partial_groups;  // the squash kernel adds the chunks' partial sums in up to this many groups in
                          // parallel, as many as fit its block of 1024 threads (out_dim x out_caps x groups)
-    bool batch_vectors;  // partial-sum kernel: a thread per (e, j) with batch_tile batch accumulators
-                         // (split_partials_batch_vectors) instead of a thread per (b, j)
-    int batch_tile = 32; // batch_vectors: batch elements a thread (a multiple of 16)
-    bool logits_vectors = false;  // logits kernel: a thread per (j, 4 batch elements) walking e
-                                  // (split_logits_batch_vectors) instead of a thread per (b, j)
+    int batch_tile;      // partial-sum kernel: batch elements a thread (a multiple of 16)
 };
-
-const std::vector<std::pair<std::string, SplitGpuTiling>> &split_variants() {
-    static const std::vector<std::pair<std::string, SplitGpuTiling>> v = {
-        {"fused_split", {6, 6, 8, false}},
-        {"fused_split_vectors", {10, 6, 8, true}},
-        {"fused_split_all_vectors", {10, 3, 8, true, 32, true}},
-    };
-    return v;
-}
-
-std::vector<std::string> gpu_names() {
-    std::vector<std::string> out;
-    for (const auto &[name, tiling] : gpu_variants()) out.push_back(name);
-    for (const auto &[name, tiling] : split_variants()) out.push_back(name);
-    return out;
-}
 
 // A pass's stages over one batch element on the CPU, computed at
 // `per_batch`: u_hat (W u, unless routing_fused reads its input inline), the
@@ -268,7 +236,7 @@ LoopLevel squash_kernel(FusedDigitCapsStages &f, size_t t, bool v_sum_out = fals
     Func out = last ? f.v : (v_sum_out ? f.passes[t + 1].v_sum : p.squash.v);
     if (!last) out.compute_root();
     out.reorder(e, j, b).gpu_blocks(b).gpu_threads(e, j);
-    // s's sum (over the partial sums' groups in fused_split) in a register
+    // s's sum (over the partial sums' groups in fused_split_all_vectors) in a register
     // of its thread, then copied once into the block's shared row: summed in
     // shared memory, each add was a load and a store there, and the global
     // loads could not be issued together.
@@ -334,7 +302,7 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
             // each) grows with out_dim and out_caps. Past the launch limit
             // the pass reports halide_error_code_specialize_fail (the
             // runtime's unsupported_shape) before it launches, instead of
-            // failing to launch (fused_b16 at wide_b32: 72 KB).
+            // failing to launch (a batch tile of 16 at wide_b32: 72 KB).
             const Expr E = f.re.x.extent(), J = f.rj.x.extent();
             const Expr shared_bytes = 4 * tile.batch_tile * J * (2 * E + (p.agreement.defined() ? 1 : 0) + 1);
             part_out.specialize(shared_bytes <= kDefaultSharedBytes);
@@ -403,20 +371,6 @@ Func k_row(Func staged, Func user, const LoopLevel &level) {
     return row;
 }
 
-// A register copy of `staged`'s 16 values along its second dimension (e)
-// at one point of the others (k, j, i), loaded as four 4-wide vectors, for
-// the consumer `user` at `level`.
-Func e_row(Func staged, Func user, const LoopLevel &level) {
-    Func row = staged.in(user);
-    const std::vector<Var> a = row.args();
-    Var eo(row.name() + "_eo"), ei(row.name() + "_ei");
-    row.compute_at(level).store_in(MemoryType::Register).bound_extent(a[1], 16).split(a[1], eo, ei, 4).vectorize(ei).unroll(eo);
-    for (size_t d = 0; d < a.size(); d++) {
-        if (d != 1) row.bound_extent(a[d], 1);
-    }
-    return row;
-}
-
 // W of a block's `capsules` input capsules in shared memory, copied by
 // threads over (32 consecutive floats of a (k, e) row block, j): coalesced
 // reads, all of a thread's loads unrolled so that they are in flight
@@ -439,78 +393,32 @@ void stage_W(Func W_tile, const LoopLevel &level, int capsules, bool e_innermost
         .gpu_threads(thread_x, a[2]);
 }
 
-// u of a block's capsules and its 32 batch elements in shared memory, then
-// a thread's row of 8 of it in registers at `row_level`. Rows stored batch
-// element by batch element: the warp's threads read consecutive rows (no
-// bank conflicts). Copied by threads over (k, capsule), each walking the 32
-// batch elements (unrolled; u is read clamped past the batch's end), so a
-// warp's load is one 32-byte row; with threads over (batch element,
-// capsule) each load touched 32 rows far apart (ncu: 78% excess sectors in
-// the logits kernel). Copied without a fused index: Halide's bounds of a
-// fused loop's coordinates are loose, and so were u's checked bounds.
-void stage_u(Func u_tile, Func user, const LoopLevel &level, const LoopLevel &row_level) {
-    std::vector<Var> a = u_tile.args();  // (k, i, b)
-    u_tile.compute_at(level)
-        .store_in(MemoryType::GPUShared)
-        .bound_extent(a[2], 32)
-        .reorder_storage(a[0], a[2], a[1])
-        .reorder(a[2], a[0], a[1])
-        .unroll(a[2])
-        .gpu_threads(a[0], a[1]);
-    k_row(u_tile, user, row_level);
-}
-
-// A capsule's 16 u_hat values of one (b, j) in registers at `level`, k
-// outermost: 16 independent FMA chains, W read as four 16-byte rows a k
-// from `W_tile`.
-void u_hat_all_e(Func u_hat, Func W_tile, const FusedDigitCapsStages &f, const LoopLevel &level) {
-    u_hat.compute_at(level).store_in(MemoryType::Register).bound_extent(f.e, 16).unroll(f.e);
-    u_hat.update().reorder(f.e, f.rk.x).unroll(f.e).unroll(f.rk.x);
-    e_row(W_tile, u_hat, LoopLevel(u_hat, f.rk.x));
-}
-
-// fused_split, fused_split_vectors and fused_split_all_vectors: per routing
-// iteration, the pass as up to four kernels, each recomputing the u_hat it
-// needs in registers, with no barrier inside any
-// loop over input capsules (`fused` has three per capsule). CapsNet's
-// shape only: in_dim 8 and out_dim 16 (u and W read as rows of 8 floats, v
-// and the partial sums held as 16 registers); the runtime refuses other
-// shapes (unsupported_shape) before any device work. In fused_split both
-// heavy kernels run a thread per (batch element, j), a warp over 32 batch
-// elements of one j, so W's rows are the same for the whole warp
-// (shared-memory broadcasts); the vectors variants' kernels are described
-// above their own functions.
+// fused_split_all_vectors: per routing iteration, the pass as up to four
+// kernels, each recomputing the u_hat it needs in registers, with no
+// barrier inside any loop over input capsules (`fused` has three per
+// capsule). CapsNet's shape only: in_dim 8 and out_dim 16 (u and W read as
+// rows of 8 floats, v and the partial sums held in registers); the runtime
+// refuses other shapes (unsupported_shape) before any device work.
 // Per pass t:
-//   logits kernel   (t > 0) blocks over (32 batch elements, logits_i_tile
-//                   capsules), W's and u's tiles staged in shared memory;
-//                   each thread keeps v[0] + ... + v[t-1] of its (b, j) in
-//                   registers and for each capsule of the block computes
-//                   its 16 u_hat values (k outermost: 16 independent FMA
-//                   chains, W read as four 16-byte rows a k, u as two a
-//                   capsule), then the agreement; writes logits, B·I·J floats.
-//   partial sums    blocks over (32 batch elements, in_chunk capsules): W,
-//                   u and c (the softmax over j, computed while staging)
-//                   in shared memory; each thread adds c · u_hat into 16
-//                   registers (one per e) over the chunk and writes them
-//                   (fused_split_vectors and fused_split_all_vectors:
-//                   split_partials_batch_vectors; fused_split_all_vectors'
-//                   logits kernels: split_logits_batch_vectors).
+//   logits kernel   (t > 0) split_logits_batch_vectors: blocks over (128
+//                   batch elements, logits_i_tile capsules), a thread per
+//                   (j, 4 batch elements) walking e; writes logits, B·I·J
+//                   floats.
+//   partial sums    split_partials_batch_vectors: blocks over (batch_tile
+//                   batch elements, in_chunk capsules), a thread per (e, j)
+//                   with batch_tile batch accumulators; u and c (the
+//                   softmax over j, computed while staging) in shared
+//                   memory.
 //   squash kernel   one block per batch element: the chunks' partial sums
 //                   added in groups by threads over (e, j, group) into
 //                   shared memory, then each (e, j) thread adds the groups
-//                   and squashes (fused_split_all_vectors: before the last
-//                   pass it stores the next pass's v_sum, v_sum + v[t], not
-//                   v[t]).
+//                   and squashes; before the last pass it stores the next
+//                   pass's v_sum, v_sum + v[t], not v[t].
 // Device memory: the logits (B·I·J floats, 5.9 MB at MNIST b128), the
 // partial sums (B·J·E per chunk); nothing of size B·I·J·E.
-// ncu: the heavy kernels stall on the barriers after each block's staging,
-// on shared-memory loads and on the staging's global loads. A block computes
-// 6 capsules for 32 batch elements, too little to amortise its staging; more
-// capsules a block would need W restaged inside a block while each thread
-// keeps its partial sums in registers, which Halide cannot place (a
-// restaging loop would sit outside the thread loops).
-// Measured: fused_split 397.6 us at MNIST b128, 3 iterations, on an H200.
-// The shapes a fused_split variant handles (in_dim 8, out_dim 16, and
+// The steps that led here (a thread per (b, j) in both heavy kernels, then
+// in the logits kernel only) are in docs/history.md.
+// The shapes fused_split_all_vectors handles (in_dim 8, out_dim 16, and
 // every kernel's shared-memory tiles within a launch's 48 KB), and the
 // refusal of the others. Every kernel checks the same condition, so the
 // first one refuses before any device work.
@@ -518,40 +426,6 @@ struct SplitShape {
     Expr fits;
     std::string refusal;
 };
-
-// fused_split's logits kernel of pass t > 0 (described above split_gpu).
-void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, const SplitShape &shape) {
-    const Var j = f.j, i = f.i, b = f.b;
-    FusedPass &p = f.passes[t];
-    Var bo("lg_bo"), bl("lg_bl"), io("lg_io"), ii("lg_ii");
-    p.logits.compute_root()
-        .split(b, bo, bl, 32, TailStrategy::GuardWithIf)
-        .split(i, io, ii, tile.logits_i_tile, TailStrategy::GuardWithIf)
-        .reorder(ii, bl, j, io, bo)
-        .gpu_threads(bl, j)
-        .gpu_blocks(io, bo);
-    p.logits.specialize(shape.fits);
-    p.logits.specialize_fail(shape.refusal);
-    // u_hat of the thread's (b, j) and capsule (u_hat_all_e) serves the
-    // agreement.
-    Func u_hat = p.u_hat.clone_in(p.agreement);
-    p.agreement.compute_at(p.logits, ii).store_in(MemoryType::Register);
-    p.agreement.update().unroll(f.re.x);
-    // v_sum of the thread's (b, j): 16 registers, computed once. A copy for
-    // the agreement: the next pass's v_sum reads this one too, inlined.
-    Func v_sum = p.v_sum.clone_in(p.agreement);
-    const std::vector<Var> va = v_sum.args();  // (e, j, b)
-    v_sum.compute_at(p.logits, bl)
-        .store_in(MemoryType::Register)
-        .bound_extent(va[0], 16)
-        .bound_extent(va[1], 1)
-        .bound_extent(va[2], 1)
-        .unroll(va[0]);
-    Func W_tile = f.W.in(u_hat);
-    stage_W(W_tile, LoopLevel(p.logits, io), tile.logits_i_tile);
-    u_hat_all_e(u_hat, W_tile, f, LoopLevel(p.logits, ii));
-    stage_u(f.u.in(u_hat), u_hat, LoopLevel(p.logits, io), LoopLevel(p.logits, ii));
-}
 
 // fused_split_all_vectors' logits kernel of pass t > 0: the partial-sum kernel's
 // batch vectors applied to the agreement. Blocks over (128 batch elements,
@@ -563,8 +437,8 @@ void split_logits_kernel(const SplitGpuTiling &tile, FusedDigitCapsStages &f, si
 // batch elements (8 vector FMAs), and the agreement with v_sum (one 16-byte
 // global load of a copy stored batch innermost, L1-resident). Per capsule
 // and e: 3 loads for 36 FMAs a thread, against one 16-byte W load per 4
-// FMAs in the thread per (b, j) (fused_split's logits kernel, 1.9 FMAs per
-// shared-memory wavefront under ncu). The batch is covered in whole tiles of 128 (the
+// FMAs in a thread per (b, j) (the retired fused_split's logits kernel, 1.9
+// FMAs per shared-memory wavefront under ncu). The batch is covered in whole tiles of 128 (the
 // logits and v_sum stored padded; u read clamped), so no store is guarded.
 // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 128, for
 // logits_i_tile (3) capsules: out_caps up to 24 within 48 KB.
@@ -677,56 +551,8 @@ void softmax_rows_at(FusedPass &p, const FusedDigitCapsStages &f, const Var &row
     p.c.split(p.c.args()[0], cjo, cji, 4, TailStrategy::GuardWithIf).unroll(cji);
 }
 
-// fused_split's partial-sum kernel (described above split_gpu): a thread
-// per (b, j), its 16 e values in registers, W staged in shared memory.
-void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
-                                  const RVar &rii, const SplitShape &shape) {
-    const Var e = f.e, j = f.j, b = f.b;
-    FusedPass &p = f.passes[t];
-    Func part_out = part.in();
-    const std::vector<Var> pa = part.args();  // (e, j, b, io)
-    Var bx("bx"), bl("bl");
-    part_out.compute_root()
-        .bound(e, 0, 16)
-        .split(b, bx, bl, 32, TailStrategy::GuardWithIf)
-        .reorder(e, bl, j, bx, pa[3])
-        .gpu_threads(bl, j)
-        .gpu_blocks(bx, pa[3]);
-    part_out.specialize(shape.fits).unroll(e);
-    part_out.specialize_fail(shape.refusal);
-    part.compute_at(part_out, bl)
-        .store_in(MemoryType::Register)
-        .bound_extent(pa[0], 16)
-        .bound_extent(pa[1], 1)
-        .bound_extent(pa[2], 1)
-        .bound_extent(pa[3], 1)
-        .unroll(pa[0]);
-    part.update().reorder(pa[0], rii).unroll(pa[0]);
-    Func W_tile = f.W.in(p.u_hat);
-    stage_W(W_tile, LoopLevel(part_out, bx), tile.in_chunk);
-    u_hat_all_e(p.u_hat, W_tile, f, LoopLevel(part, rii));
-    stage_u(f.u.in(p.u_hat), p.u_hat, LoopLevel(part_out, bx), LoopLevel(part, rii));
-    {
-        // c of the block's capsules and batch elements (J x in_chunk x
-        // 32 floats), batch innermost, computed while staging: a thread
-        // per (b, i) does the max and sum over j.
-        std::vector<Var> a = p.c.args();  // (j, i, b)
-        // Its size padded to whole 16-byte units: Halide packs the
-        // block's shared tiles one after the other, and an odd-sized c
-        // tile (batch x out_caps both odd) misaligned the next tile's
-        // 16-byte row loads (wrong results at B 9, J 5).
-        p.c.compute_at(part_out, bx)
-            .store_in(MemoryType::GPUShared)
-            .reorder_storage(a[2], a[0], a[1])
-            .align_storage(a[2], 4)
-            .reorder(a[0], a[2], a[1])
-            .gpu_threads(a[2], a[1]);
-        softmax_rows_at(p, f, a[2]);
-    }
-}
-
-// fused_split_vectors' partial-sum kernel: predict's batch_vectors thread
-// instead of a thread per (b, j). Blocks over (32 batch elements, in_chunk
+// fused_split_all_vectors' partial-sum kernel: predict's batch_vectors
+// thread instead of a thread per (b, j). Blocks over (32 batch elements, in_chunk
 // capsules), threads over (e, j), 16 x J; a thread keeps the partial sums
 // of its (e, j) for the block's 32 batch elements in registers as 4-wide
 // vectors, and per capsule reads its own W row of 8 (global memory: the
@@ -743,8 +569,6 @@ void split_partials_per_batch_row(const SplitGpuTiling &tile, FusedDigitCapsStag
 // Bound by the L1 and shared memory rather than by the FMAs; more FMAs a
 // load would need more accumulators a thread than the 64 registers allow.
 // W is read from W_by_k (split_gpu).
-// Measured: fused_split_vectors 240.8 us at MNIST b128, 3 iterations, on an
-// H200.
 void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, Func part,
                                   const RVar &rii, const SplitShape &shape, Func W_by_k) {
     const Var e = f.e, j = f.j, b = f.b;
@@ -840,25 +664,23 @@ void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStag
 
 void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCapsStages &f, const Target &target) {
     const Var e = f.e, j = f.j, b = f.b;
-    // Shared memory a block: W 8 x 16 x J floats a capsule, u 8 x 32 (8 x 128
-    // in split_logits_batch_vectors), c J x 32.
+    // Shared memory a block: the logits kernel's W 8 x 16 x J floats a
+    // capsule and u 8 x 128; the partial-sum kernel's u and c.
     const Expr J = f.rj.x.extent();
-    const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * (tile.logits_vectors ? kLogitsVectorsBatch : 32));
-    const Expr part_bytes = tile.batch_vectors ? 4 * tile.in_chunk * tile.batch_tile * (8 + J)
-                                               : 4 * tile.in_chunk * (8 * 16 * J + 8 * 32 + J * 32);
+    const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * kLogitsVectorsBatch);
+    const Expr part_bytes = 4 * tile.in_chunk * tile.batch_tile * (8 + J);
     const Expr fits = f.rk.x.extent() == 8 && f.re.x.extent() == 16 &&
                       (f.passes.size() == 1 || logits_bytes <= kDefaultSharedBytes) && part_bytes <= kDefaultSharedBytes;
     const SplitShape shape{fits,
                            name + " needs in_dim 8 and out_dim 16, and its tiles of W for this out_caps need "
                                   "more than 48 KB of shared memory"};
     const size_t n = f.passes.size();
-    // batch_vectors: W copied once a call (one kernel, 4 * I * J * E * K
-    // bytes) with its k dimension outside (e, j), for the partial-sum
-    // kernels of every pass. Read in place, a warp's loads of one k were 32
-    // floats 32 bytes apart, 8 cache lines an instruction; ncu showed the
-    // L1 89% busy.
+    // W copied once a call (one kernel, 4 * I * J * E * K bytes) with its k
+    // dimension outside (e, j), for the partial-sum kernels of every pass.
+    // Read in place, a warp's loads of one k were 32 floats 32 bytes apart,
+    // 8 cache lines an instruction; ncu showed the L1 89% busy.
     Func W_by_k;
-    if (tile.batch_vectors) {
+    {
         std::vector<Func> users;
         for (const FusedPass &p : f.passes) users.push_back(p.u_hat);
         W_by_k = f.W.in(users);
@@ -880,23 +702,13 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     for (size_t t = 0; t < n; t++) {
         FusedPass &p = f.passes[t];
         const std::string tag = std::to_string(t);
-        if (t > 0) {
-            if (tile.logits_vectors) {
-                split_logits_batch_vectors(tile, f, t, shape, target);
-            } else {
-                split_logits_kernel(tile, f, t, shape);
-            }
-        }
+        if (t > 0) split_logits_batch_vectors(tile, f, t, shape, target);
 
         // --- partial sums of s over chunks of input capsules.
         RVar rio("rio" + tag), rii("rii" + tag);
         Var io("io" + tag);
         Func part = p.s.update().split(f.ri.x, rio, rii, tile.in_chunk).rfactor(rio, io);
-        if (tile.batch_vectors) {
-            split_partials_batch_vectors(tile, f, t, part, rii, shape, W_by_k);
-        } else {
-            split_partials_per_batch_row(tile, f, t, part, rii, shape);
-        }
+        split_partials_batch_vectors(tile, f, t, part, rii, shape, W_by_k);
 
         // --- the squash kernel (one block per batch element): the chunks'
         // partial sums in groups, a thread per (e, j, group) (the group's
@@ -912,12 +724,45 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
         const Expr block_groups =
             clamp(schedule_util::kMaxBlockThreads / (f.re.x.extent() * f.rj.x.extent()), 1, tile.partial_groups);
         Func groups = p.s.update().split(rio, so, si, block_groups, TailStrategy::GuardWithIf).rfactor(si, group);
-        const LoopLevel s_block = squash_kernel(f, t, tile.logits_vectors);
+        const LoopLevel s_block = squash_kernel(f, t, true);
         groups.compute_at(s_block).store_in(MemoryType::GPUShared).reorder(e, j, group, b).gpu_threads(e, j, group);
         groups.update().reorder(so, e, j, group, b).gpu_threads(e, j, group);
     }
     routing_s_kernel(f);
 }
+
+// fused: 8 batch elements x 16 input capsules a block. Any shape whose
+// block fits. Latency-bound on the u loads and on the barriers between the
+// agreement, softmax and partial-sum stages of each chunk (64 registers,
+// about half occupancy). The CUDA default where fused_split_all_vectors
+// does not apply, and at 1 and 5 iterations; the fastest Halide layer at
+// wide b32.
+// Measured: 773.2 us at MNIST b128, 2374.9 at wide b32, 3 iterations, on
+// an H200.
+void fused(const Target &, FusedDigitCapsStages &f) { fused_gpu({8, 16, 1}, f); }
+
+// fused_chunk8: fused with chunks of 8 input capsules a block, the best
+// point `halcaps explore` found in schedules/spaces/digitcaps_fused_cuda.space
+// (space:batch_tile=8,in_chunk=8,e_per_thread=1); fused stays the default
+// (ahead at b512 and wide b32).
+// Measured: 721.8 us at MNIST b128 (fused 773.2), 2684.1 at b512 (fused
+// 2664.7), 3 iterations, on an H200.
+void fused_chunk8(const Target &, FusedDigitCapsStages &f) { fused_gpu({8, 8, 1}, f); }
+
+// fused_split_all_vectors (split_gpu above): the CUDA default where it
+// applies (in_dim 8, out_dim 16, out_caps up to 24, 3 iterations).
+// Measured: 161.7 us at MNIST b128, 529.5 at b512, 3 iterations, on an H200.
+void fused_split_all_vectors(const Target &target, FusedDigitCapsStages &f) {
+    split_gpu("fused_split_all_vectors", {10, 3, 8, 32}, f, target);
+}
+
+const ScheduleTable<FusedDigitCapsStages> kFusedSchedules = {
+    {"fused_cpu", ScheduleTarget::cpu, fused_cpu},
+    {"cpu_passes", ScheduleTarget::cpu, cpu_passes},
+    {"fused", ScheduleTarget::gpu, fused},
+    {"fused_chunk8", ScheduleTarget::gpu, fused_chunk8},
+    {"fused_split_all_vectors", ScheduleTarget::gpu, fused_split_all_vectors},
+};
 
 }  // namespace
 
@@ -927,26 +772,13 @@ void schedule_digitcaps_fused(const std::string &name, const Target &target, Fus
     if (space::is_point_name(name) && target.has_gpu_feature()) {
         // A point of schedules/spaces/digitcaps_fused_cuda.space, parsed
         // strictly (schedules/space_knobs.h), then the named variants' code.
-        // Measured: space:batch_tile=8,in_chunk=8,e_per_thread=1 722.0 us at MNIST
-        // b128, 3 iterations, on an H200.
         std::map<std::string, int> v;
         if (std::string error = space::parse_point("digitcaps_fused", "cuda", name, &v); !error.empty()) {
             throw CompileError(error);
         }
         return fused_gpu({v["batch_tile"], v["in_chunk"], v["e_per_thread"]}, f);
     }
-    check_schedule("digitcaps_fused", name, target, {"fused_cpu", "cpu_passes"}, gpu_names());
-    if (!target.has_gpu_feature()) {
-        if (name == "cpu_passes") return cpu_passes(target, f);
-        fused_cpu(target, f);
-        return;
-    }
-    for (const auto &[n, tiling] : split_variants()) {
-        if (n == name) split_gpu(n, tiling, f, target);
-    }
-    for (const auto &[n, tiling] : gpu_variants()) {
-        if (n == name) fused_gpu(tiling, f);
-    }
+    apply_schedule("digitcaps_fused", kFusedSchedules, name, target, f);
 }
 
 }  // namespace halcaps

@@ -18,17 +18,11 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 
 namespace {
-
-const std::vector<std::string> kCpuSchedules = {"cpu", "stage_per_op"};
-const std::vector<std::string> kNoGpuSchedules = {};
-const std::vector<std::string> kGpuSchedules = {"stage_per_kernel"};
-const std::vector<std::string> kGpuBackwardSchedules = {"stage_per_kernel", "tiled_stages"};
-// tiled_predict and rows_predict need the prediction stages, which only the layer has.
-const std::vector<std::string> kGpuLayerBackwardSchedules = {"stage_per_kernel", "tiled_stages", "tiled_predict",
-                                                             "rows_predict", "rows_vectors"};
 
 // Every stage of the forward pipeline, in order.
 std::vector<Func> forward_stages(const RoutingStages &r) {
@@ -87,35 +81,46 @@ void compute_root_eager(Func f, int vec) {
     }
 }
 
+// One routing iteration's softmax and s of one batch element, computed
+// inside the output's loop over b (`at`). A capsule's max and exp-sum over
+// out_caps (10 at MNIST): vectors across input capsules, each lane walking
+// its capsule's j, so the exps are vector ones (scalar, they took most of
+// routing's time). s accumulates over i with e innermost (a row of u_hat is
+// E contiguous floats).
+void softmax_and_s_at(Func logit_max, Func exp_sum, Func c, Func s, const Var &e, const Var &j, const Var &i,
+                      const RDom &ri, const RDom &rj, LoopLevel at, int vec) {
+    for (Func f : {logit_max, exp_sum}) {
+        f.compute_at(at).vectorize(i, vec, TailStrategy::GuardWithIf);
+        f.update().reorder(i, rj).vectorize(i, vec, TailStrategy::GuardWithIf);
+    }
+    c.compute_at(at).vectorize(j, vec, TailStrategy::GuardWithIf);
+    Var eo("eo"), ei("ei");
+    s.compute_at(at).vectorize(e, vec, TailStrategy::GuardWithIf);
+    s.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, eo, j, ri).vectorize(ei);
+}
+
+// The squash's row statistics of one batch element at `at`, and, where the
+// iteration has one, v and the agreement, which reduces each row of E with
+// a vector dot product.
+void squash_and_agreement_at(SquashStages &squash, Func agreement, const Var &e, const RDom &re, LoopLevel at,
+                             int vec) {
+    squash.max_abs.compute_at(at);
+    squash.norm2_scaled.compute_at(at);
+    if (agreement.defined()) {
+        squash.v.compute_at(at).vectorize(e, vec, TailStrategy::GuardWithIf);
+        agreement.compute_at(at);
+        agreement.update().atomic().vectorize(re, vec, TailStrategy::GuardWithIf);
+    }
+}
+
 // The routing iterations of one batch element, all computed inside the
 // output's loop over b (`at`): logits, c, s, v and the agreement of a batch
 // element are 50 KB and stay in L1/L2, and u_hat is read from wherever the
 // caller put it (the input, or a per-batch-element tile for digitcaps).
-// s accumulates over i with e innermost (a row of u_hat is E contiguous
-// floats); the agreement reduces each row of E with a vector dot product.
 void routing_per_batch_element(RoutingStages &r, LoopLevel at, int vec) {
     for (auto &it : r.iterations) {
-        // A capsule's max and exp-sum over out_caps (10 at MNIST): vectors
-        // across input capsules, each lane walking its capsule's j, so the
-        // exps are vector ones (scalar, they took most of routing's time).
-        for (Func f : {it.logit_max, it.exp_sum}) {
-            f.compute_at(at).vectorize(r.i, vec, TailStrategy::GuardWithIf);
-            f.update().reorder(r.i, r.rj).vectorize(r.i, vec, TailStrategy::GuardWithIf);
-        }
-        it.c.compute_at(at).vectorize(r.j, vec, TailStrategy::GuardWithIf);
-        Var eo("eo"), ei("ei");
-        it.s.compute_at(at).vectorize(r.e, vec, TailStrategy::GuardWithIf);
-        it.s.update()
-            .split(r.e, eo, ei, vec, TailStrategy::GuardWithIf)
-            .reorder(ei, eo, r.j, r.ri)
-            .vectorize(ei);
-        it.squash.max_abs.compute_at(at);
-        it.squash.norm2_scaled.compute_at(at);
-        if (it.agreement.defined()) {
-            it.squash.v.compute_at(at).vectorize(r.e, vec, TailStrategy::GuardWithIf);
-            it.agreement.compute_at(at);
-            it.agreement.update().atomic().vectorize(r.re, vec, TailStrategy::GuardWithIf);
-        }
+        softmax_and_s_at(it.logit_max, it.exp_sum, it.c, it.s, r.e, r.j, r.i, r.ri, r.rj, at, vec);
+        squash_and_agreement_at(it.squash, it.agreement, r.e, r.re, at, vec);
     }
 }
 
@@ -329,87 +334,20 @@ void backward_cpu(const Target &target, RoutingBackwardStages &g, bool digitcaps
 // (compute_root_gpu: one thread per output point, reductions serial in the
 // thread). The working baseline for a fused GPU backward; u_hat (digitcaps)
 // and grad_u_hat are materialised, 94 MB each at MNIST b128.
-// Its gradient kernels read grad_u_hat through clamped indices (for
-// tiled_predict) and pay for the clamps.
+// Its gradient kernels read grad_u_hat through clamped indices (for the
+// rows_* schedules) and pay for the clamps.
 // Measured: 4035.8 us for the layer at MNIST b128, 3 iterations, on an H200.
 void backward_stage_per_kernel(RoutingBackwardStages &g, bool digitcaps) {
     visit_backward_stages(g, digitcaps, [](Func f, bool) { compute_root_gpu(f); });
     for (Func f : g.outputs) compute_root_gpu(f);
 }
 
-// A pure Func computed whole, threads over 16 x 16 tiles of its two
-// innermost dimensions, blocks over the tiles (one fused block index) and
-// its other dimensions. Returns the innermost thread variable.
-Var root_tiled(Func f) {
-    const std::vector<Var> a = f.args();
-    Var xo("tx_o"), xi("tx_i"), yo("ty_o"), yi("ty_i"), tiles("tiles");
-    f.compute_root();
-    if (a.size() == 1) {
-        f.split(a[0], xo, xi, 128, TailStrategy::GuardWithIf).gpu_threads(xi).gpu_blocks(xo);
-        return xi;
-    }
-    f.split(a[0], xo, xi, 16, TailStrategy::GuardWithIf).split(a[1], yo, yi, 16, TailStrategy::GuardWithIf);
-    std::vector<VarOrRVar> order{xi, yi, xo, yo};
-    for (size_t d = 2; d < a.size(); d++) order.push_back(a[d]);
-    f.reorder(order).fuse(xo, yo, tiles).gpu_threads(xi, yi);
-    if (a.size() == 2) f.gpu_blocks(tiles);
-    if (a.size() == 3) f.gpu_blocks(tiles, a[2]);
-    if (a.size() == 4) f.gpu_blocks(tiles, a[2], a[3]);
-    return xi;
-}
-
-// One kernel for a stage: a Func with a reduction is computed through a
-// wrapper tiled as root_tiled, its init and update in a register of the
-// thread that owns each point (stage_per_kernel runs init and update as two
-// kernels over one-thread-per-point tiles of every dimension fused).
-void compute_root_tiled(Func f) {
-    if (!f.has_update_definition()) {
-        root_tiled(f);
-        return;
-    }
-    Func whole = f.in();
-    const Var thread = root_tiled(whole);
-    f.compute_at(whole, thread).store_in(MemoryType::Register);
-}
-
-// A sum over in_caps (s, grad_v_agree: B x J x E points at MNIST, 1152
-// terms each) in chunks of 64 capsules added in parallel (rfactor), then
-// the chunks' sums.
-void compute_root_tiled_chunked(Func f, RVar over) {
-    RVar chunk("chunk"), within("within");
-    Var c("chunk_v");
-    Func parts = f.update().split(over, chunk, within, 64, TailStrategy::GuardWithIf).rfactor(chunk, c);
-    compute_root_tiled(parts);
-    compute_root_tiled(f);
-}
-
-// tiled_stages: stage_per_kernel's stages, each still one kernel and
-// materialised, but each computed in one kernel (init and update together),
-// over 2D thread tiles, and the long sums over in_caps chunked.
-// Measured: 1822.5 us for the layer at MNIST b128, 3 iterations, on an H200.
-// One stage as tiled_stages computes it: a sum over in_caps chunked, any
-// other stage one kernel.
-void tiled_stage(Func f, bool in_caps_sum, RVar in_caps) {
-    if (in_caps_sum) {
-        compute_root_tiled_chunked(f, in_caps);
-    } else {
-        compute_root_tiled(f);
-    }
-}
-
-void backward_tiled_stages(RoutingBackwardStages &g, bool digitcaps) {
-    const RVar in_caps = g.forward.ri.x;
-    visit_backward_stages(g, digitcaps, [&](Func f, bool in_caps_sum) { tiled_stage(f, in_caps_sum, in_caps); });
-    for (Func f : g.outputs) root_tiled(f);
-}
-
 // A pure Func computed whole, its dimensions but the last fused into one
 // index (contiguous in memory): threads over `threads` consecutive points of
 // it, each thread walking `batch_tile` points of the last dimension, the
 // batch (unrolled: independent loads in flight); blocks over the rest.
-// For u_hat's shape (e, j, i, b) root_tiled's 16 x 16 (e, j) tiles instead
-// run a block of 160 live threads per (i, b), and at J = 10 leave 6 of 16
-// rows idle.
+// For u_hat's shape (e, j, i, b) 16 x 16 (e, j) tiles instead run a block
+// of 160 live threads per (i, b), and at J = 10 leave 6 of 16 rows idle.
 void root_rows(Func f, int threads, int batch_tile) {
     const std::vector<Var> a = f.args();
     Var rows = a[0], rows_o("rows_o"), rows_t("rows_t"), bo("bo"), bi("bi");
@@ -434,8 +372,10 @@ struct PredictionSchedules {
 };
 
 // The prediction's kernels of the layer's backward (u_hat, grad_u, grad_W),
-// as tiled_predict and the rows_* schedules schedule them (tiled_predict's
-// comment says why). Returns u_hat's stored copy.
+// as the rows_* schedules schedule them: they take most of the backward's
+// time (u_hat = W u by a forward schedule of the prediction; grad_u and grad_W
+// by its gradient schedules, on grad_u_hat read through grad_u_hat_in,
+// generators/digitcaps.cpp). Returns u_hat's stored copy.
 Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
                                 const PredictionSchedules &schedules = PredictionSchedules()) {
     RoutingStages &r = g.forward;
@@ -449,7 +389,7 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     forward.u_hat.compute_root();
     forward.e = r.e, forward.j = r.j, forward.i = r.i, forward.b = r.b;
     forward.rk = r.rk;
-    forward.intermediate_out_dim = r.re.x.extent();
+    forward.out_dim = r.re.x.extent();  // no u_hat_buffer: u_hat is a stage of the layer backward
     schedule_predict(schedules.u_hat, target, forward);
 
     PredictGradInputStages grad_input;
@@ -473,33 +413,9 @@ Func schedule_prediction_stages(const Target &target, RoutingBackwardStages &g,
     return forward.u_hat;
 }
 
-// tiled_predict: tiled_stages, except for the four stages of u_hat's size,
-// which take most of its time:
-//  - u_hat = W u: the capsule prediction's `tuned` forward schedule;
-//  - grad_u and grad_W: the prediction's `tuned` gradient schedules, on
-//    grad_u_hat read through grad_u_hat_in (generators/digitcaps.cpp);
-//  - grad_u_hat, a pure Func of small stages: root_rows.
-// The agreements and grad_c (a thread per (j, i, b) reading its own u_hat
-// row) then lead.
-// Measured: 1145.4 us for the layer at MNIST b128, 3 iterations, on an H200.
-void backward_tiled_predict(const Target &target, RoutingBackwardStages &g) {
-    RoutingStages &r = g.forward;
-    schedule_prediction_stages(target, g);
-    root_rows(g.grad_u_hat, 256, 8);
-
-    // Every other stage as tiled_stages computes it.
-    const std::set<std::string> scheduled = {r.u_hat.name(), g.grad_u_hat.name(), g.grad_u.name(),
-                                             g.grad_W.name()};
-    const RVar in_caps = r.ri.x;
-    visit_backward_stages(g, true, [&](Func f, bool in_caps_sum) {
-        if (!scheduled.count(f.name())) tiled_stage(f, in_caps_sum, in_caps);
-    });
-    root_tiled(g.outputs[2]);  // grad_b0
-}
-
 // A Func computed whole, its two innermost dimensions fused into one index
 // split over blocks of `threads` threads (blocks also over its other
-// dimensions). At J = 10 root_tiled's 16 x 16 tiles of (j, i) or (e, j) leave
+// dimensions). At J = 10 16 x 16 thread tiles of (j, i) or (e, j) leave
 // 6 of every 16 threads idle; here every thread of a block but the last
 // block's tail owns a point. Returns the thread variable.
 Var root_fused_rows(Func f, int threads) {
@@ -526,7 +442,7 @@ void compute_in_thread(Func f, Func consumer, Var thread) {
     for (const Var &v : f.args()) f.bound_extent(v, 1);
 }
 
-// compute_root_tiled with root_fused_rows' threads: a Func with a reduction
+// A Func computed whole over root_fused_rows' threads: one with a reduction
 // runs its init and update in a register of the thread that owns the point.
 // Returns the Func itself (the register-resident stage) for further
 // scheduling of its update.
@@ -584,9 +500,10 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
     compute_root_rows(f, 128);
 }
 
-// rows_predict: tiled_predict's prediction kernels (u_hat, grad_u, grad_W);
-// every other stage over root_fused_rows' threads instead of 16 x 16 tiles
-// (at J = 10 those leave 6 of 16 threads idle), and, when E == 16
+// rows_predict: the prediction's `tuned` kernels for u_hat, grad_u and
+// grad_W (schedule_prediction_stages); every other stage over
+// root_fused_rows' threads instead of 16 x 16 tiles (at J = 10 those leave 6
+// of 16 threads idle), and, when E == 16
 // (specialised; other E run the same mapping with scalar loads):
 //  - the sums over e of a u_hat row (the recomputed forward's agreements and
 //    every grad_c), a thread per (j, i, b), read the row and the other factor
@@ -756,101 +673,149 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g, const
 
 // ---------------------------------------------------- one routing step --
 
-// cpu for the routing_step_* generators: parallel over batch elements. The
-// forward steps compute a batch element's softmax, squash and sums inside
-// the output's loop over b, as routing_per_batch_element does (one pass over
-// its slice of u_hat a step); the backward steps, which have two outputs,
-// compute every stage whole first, as backward_cpu does.
-void routing_step_cpu(const std::string &generator, const Target &target, RoutingStepStages &st) {
+// cpu for the routing_step_* generators: parallel over batch elements.
+// The forward steps compute a batch element's stages inside the output's
+// loop over b, as routing_per_batch_element does (one pass over its slice
+// of u_hat a step): routing_step_s its softmax and s, routing_step_logits
+// its squash and agreement.
+LoopLevel step_output_per_batch_element(const Target &target, RoutingStepStages &st) {
     const int vec = target.natural_vector_size<float>();
-    if (generator == "routing_step_backward" || generator == "routing_step_backward_last") {
-        for (Func f : {st.logit_max, st.exp_sum, st.c, st.squash.max_abs, st.squash.norm2_scaled, st.squash.v}) {
-            compute_root_eager(f, vec);
-        }
-        const RoutingBackwardIteration &it = st.backward;
-        for (Func f : {it.grad_v_agree, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c}) {
-            if (f.defined()) compute_root_eager(f, vec);
-        }
-        for (Func f : st.outputs) compute_root_eager(f, vec);
-        return;
-    }
     Func out = st.outputs[0];
     const std::vector<Var> args = out.args();
     out.parallel(args.back()).vectorize(args.front(), vec, TailStrategy::GuardWithIf);
-    const LoopLevel at(out, args.back());
-    if (generator == "routing_step_s") {
-        for (Func f : {st.logit_max, st.exp_sum}) {
-            f.compute_at(at).vectorize(st.i, vec, TailStrategy::GuardWithIf);
-            f.update().reorder(st.i, st.rj).vectorize(st.i, vec, TailStrategy::GuardWithIf);
-        }
-        st.c.compute_at(at).vectorize(st.j, vec, TailStrategy::GuardWithIf);
-        Var eo("eo"), ei("ei");
-        st.s.compute_at(at).vectorize(st.e, vec, TailStrategy::GuardWithIf);
-        st.s.update()
-            .split(st.e, eo, ei, vec, TailStrategy::GuardWithIf)
-            .reorder(ei, eo, st.j, st.ri)
-            .vectorize(ei);
-        return;
-    }
-    // routing_step_logits
-    st.squash.max_abs.compute_at(at);
-    st.squash.norm2_scaled.compute_at(at);
-    st.squash.v.compute_at(at).vectorize(st.e, vec, TailStrategy::GuardWithIf);
-    st.agreement.compute_at(at);
-    st.agreement.update().atomic().vectorize(st.re, vec, TailStrategy::GuardWithIf);
+    return LoopLevel(out, args.back());
 }
+
+void routing_step_s_cpu(const Target &target, RoutingStepStages &st) {
+    const LoopLevel at = step_output_per_batch_element(target, st);
+    softmax_and_s_at(st.logit_max, st.exp_sum, st.c, st.s, st.e, st.j, st.i, st.ri, st.rj, at,
+                     target.natural_vector_size<float>());
+}
+
+void routing_step_logits_cpu(const Target &target, RoutingStepStages &st) {
+    const LoopLevel at = step_output_per_batch_element(target, st);
+    squash_and_agreement_at(st.squash, st.agreement, st.e, st.re, at, target.natural_vector_size<float>());
+}
+
+// The backward steps, which have two outputs, compute every stage whole
+// first, as backward_cpu does.
+void routing_step_backward_cpu(const Target &target, RoutingStepStages &st) {
+    const int vec = target.natural_vector_size<float>();
+    for (Func f : {st.logit_max, st.exp_sum, st.c, st.squash.max_abs, st.squash.norm2_scaled, st.squash.v}) {
+        compute_root_eager(f, vec);
+    }
+    const RoutingBackwardIteration &it = st.backward;
+    for (Func f : {it.grad_v_agree, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c}) {
+        if (f.defined()) compute_root_eager(f, vec);
+    }
+    for (Func f : st.outputs) compute_root_eager(f, vec);
+}
+
+// ------------------------------------------------------------- autodiff --
+
+// root_autodiff: every Func the outputs depend on computed whole, serially.
+void root_autodiff(const Target &, AutodiffStages &a) {
+    for (const Func &out : a.outputs) {
+        for (auto &[name, function] : Internal::find_transitive_calls(out.function())) {
+            bool is_output = false;
+            for (const Func &o : a.outputs) is_output = is_output || o.name() == name;
+            if (!is_output) Func(function).compute_root();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- tables --
+
+// The named schedules of each generator, one row each.
+const ScheduleTable<SquashGeneratorStages> kSquashSchedules = {
+    {"cpu", ScheduleTarget::cpu, squash_cpu},
+};
+
+const ScheduleTable<RoutingStages> kRoutingSchedules = {
+    {"cpu", ScheduleTarget::cpu, routing_cpu},
+    {"stage_per_op", ScheduleTarget::cpu, routing_stage_per_op},
+    {"stage_per_kernel", ScheduleTarget::gpu, [](const Target &, RoutingStages &r) { routing_stage_per_op_gpu(r); }},
+};
+
+const ScheduleTable<RoutingStages> kDigitCapsSchedules = {
+    {"cpu", ScheduleTarget::cpu, digitcaps_cpu},
+    {"stage_per_op", ScheduleTarget::cpu, digitcaps_stage_per_op},
+    {"stage_per_kernel", ScheduleTarget::gpu, [](const Target &, RoutingStages &r) { digitcaps_stage_per_op_gpu(r); }},
+};
+
+const ScheduleTable<RoutingBackwardStages> kRoutingBackwardSchedules = {
+    {"cpu", ScheduleTarget::cpu, [](const Target &t, RoutingBackwardStages &g) { backward_cpu(t, g, false); }},
+    {"stage_per_kernel", ScheduleTarget::gpu,
+     [](const Target &, RoutingBackwardStages &g) { backward_stage_per_kernel(g, false); }},
+};
+
+// rows_predict and rows_vectors need the prediction stages, which only the layer has.
+const ScheduleTable<RoutingBackwardStages> kDigitCapsBackwardSchedules = {
+    {"cpu", ScheduleTarget::cpu, [](const Target &t, RoutingBackwardStages &g) { backward_cpu(t, g, true); }},
+    {"stage_per_kernel", ScheduleTarget::gpu,
+     [](const Target &, RoutingBackwardStages &g) { backward_stage_per_kernel(g, true); }},
+    {"rows_predict", ScheduleTarget::gpu, [](const Target &t, RoutingBackwardStages &g) { backward_rows_predict(t, g); }},
+    {"rows_vectors", ScheduleTarget::gpu,
+     [](const Target &t, RoutingBackwardStages &g) {
+         backward_rows_predict(t, g, {{"batch_walk", "vectors", "vectors"}, true});
+     }},
+};
+
+const ScheduleTable<RoutingStepStages> kRoutingStepSSchedules = {
+    {"cpu", ScheduleTarget::cpu, routing_step_s_cpu},
+};
+
+const ScheduleTable<RoutingStepStages> kRoutingStepLogitsSchedules = {
+    {"cpu", ScheduleTarget::cpu, routing_step_logits_cpu},
+};
+
+const ScheduleTable<RoutingStepStages> kRoutingStepBackwardSchedules = {
+    {"cpu", ScheduleTarget::cpu, routing_step_backward_cpu},
+};
+
+const ScheduleTable<AutodiffStages> kAutodiffSchedules = {
+    {"root_autodiff", ScheduleTarget::cpu, root_autodiff},
+};
 
 }  // namespace
 
-void schedule_routing_step(const std::string &generator, const std::string &name, const Target &target,
-                           RoutingStepStages &st) {
-    check_schedule(generator, name, target, {"cpu"}, kNoGpuSchedules);
-    routing_step_cpu(generator, target, st);
-}
-
 void schedule_squash(const std::string &name, const Target &target, SquashGeneratorStages &s) {
-    check_schedule("squash", name, target, {"cpu"}, kNoGpuSchedules);
-    squash_cpu(target, s);
+    apply_schedule("squash", kSquashSchedules, name, target, s);
 }
 
 void schedule_routing(const std::string &name, const Target &target, RoutingStages &r) {
-    check_schedule("routing", name, target, kCpuSchedules, kGpuSchedules);
-    if (target.has_gpu_feature()) {
-        routing_stage_per_op_gpu(r);
-        return;
-    }
-    if (name == "cpu") routing_cpu(target, r);
-    if (name == "stage_per_op") routing_stage_per_op(target, r);
+    apply_schedule("routing", kRoutingSchedules, name, target, r);
 }
 
 void schedule_digitcaps(const std::string &name, const Target &target, RoutingStages &r) {
     if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("digitcaps", name, target, {r.v});
-    check_schedule("digitcaps", name, target, kCpuSchedules, kGpuSchedules);
-    if (target.has_gpu_feature()) {
-        digitcaps_stage_per_op_gpu(r);
-        return;
-    }
-    if (name == "cpu") digitcaps_cpu(target, r);
-    if (name == "stage_per_op") digitcaps_stage_per_op(target, r);
+    apply_schedule("digitcaps", kDigitCapsSchedules, name, target, r);
 }
 
 void schedule_routing_backward(const std::string &name, const Target &target, RoutingBackwardStages &g) {
-    check_schedule("routing_backward", name, target, {"cpu"}, kGpuBackwardSchedules);
-    if (target.has_gpu_feature()) {
-        return name == "tiled_stages" ? backward_tiled_stages(g, false) : backward_stage_per_kernel(g, false);
-    }
-    backward_cpu(target, g, false);
+    apply_schedule("routing_backward", kRoutingBackwardSchedules, name, target, g);
 }
 
 void schedule_digitcaps_backward(const std::string &name, const Target &target, RoutingBackwardStages &g) {
-    check_schedule("digitcaps_backward", name, target, {"cpu"}, kGpuLayerBackwardSchedules);
-    if (target.has_gpu_feature()) {
-        if (name == "tiled_predict") return backward_tiled_predict(target, g);
-        if (name == "rows_predict") return backward_rows_predict(target, g);
-        if (name == "rows_vectors") return backward_rows_predict(target, g, {{"batch_walk", "vectors", "vectors"}, true});
-        return name == "tiled_stages" ? backward_tiled_stages(g, true) : backward_stage_per_kernel(g, true);
-    }
-    backward_cpu(target, g, true);
+    apply_schedule("digitcaps_backward", kDigitCapsBackwardSchedules, name, target, g);
+}
+
+void schedule_routing_step_s(const std::string &name, const Target &target, RoutingStepStages &st) {
+    apply_schedule("routing_step_s", kRoutingStepSSchedules, name, target, st);
+}
+
+void schedule_routing_step_logits(const std::string &name, const Target &target, RoutingStepStages &st) {
+    apply_schedule("routing_step_logits", kRoutingStepLogitsSchedules, name, target, st);
+}
+
+void schedule_routing_step_backward(const std::string &generator, const std::string &name, const Target &target,
+                                    RoutingStepStages &st) {
+    apply_schedule(generator, kRoutingStepBackwardSchedules, name, target, st);
+}
+
+void schedule_autodiff(const std::string &generator, const std::string &name, const Target &target,
+                       AutodiffStages &a) {
+    apply_schedule(generator, kAutodiffSchedules, name, target, a);
 }
 
 }  // namespace halcaps

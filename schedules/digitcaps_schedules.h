@@ -1,8 +1,7 @@
 // Named schedules for squash, routing, the DigitCaps layer and their
 // hand-derived backward passes (generators/digitcaps.cpp). A generator
 // parameter `schedule=<name>` picks one at build time; schedules/kernels.cmake
-// lists the combinations built into libraries. The autodiff generators are
-// scheduled by Halide's Li2018 autoscheduler instead (kernels.cmake).
+// lists the combinations built into libraries.
 #pragma once
 
 #include <string>
@@ -19,9 +18,16 @@ void schedule_routing(const std::string &name, const Halide::Target &target, Rou
 void schedule_digitcaps(const std::string &name, const Halide::Target &target, RoutingStages &r);
 void schedule_routing_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
 void schedule_digitcaps_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
-// One routing iteration (generators routing_step_*; `generator` names which).
-void schedule_routing_step(const std::string &generator, const std::string &name, const Halide::Target &target,
-                           RoutingStepStages &st);
+// One routing iteration (RoutingStepStages): generator routing_step_s,
+// routing_step_logits, and both backward steps (`generator` names which, for
+// the message).
+void schedule_routing_step_s(const std::string &name, const Halide::Target &target, RoutingStepStages &st);
+void schedule_routing_step_logits(const std::string &name, const Halide::Target &target, RoutingStepStages &st);
+void schedule_routing_step_backward(const std::string &generator, const std::string &name,
+                                    const Halide::Target &target, RoutingStepStages &st);
+// The autodiff generators (`generator` names which, for the message).
+void schedule_autodiff(const std::string &generator, const std::string &name, const Halide::Target &target,
+                       AutodiffStages &a);
 // schedules/digitcaps_fused_schedules.cpp: the fused layer (generator digitcaps_fused).
 void schedule_digitcaps_fused(const std::string &name, const Halide::Target &target, FusedDigitCapsStages &f);
 

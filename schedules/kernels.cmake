@@ -6,9 +6,6 @@
 halcaps_add_kernel(capsule_predict              cpu       cpu)
 halcaps_add_kernel(capsule_predict              naive     cuda)
 halcaps_add_kernel(capsule_predict              tuned     cuda)
-halcaps_add_kernel(capsule_predict              registers cuda)
-halcaps_add_kernel(capsule_predict              staged    cuda)
-halcaps_add_kernel(capsule_predict              tuned_k8  cuda)
 halcaps_add_kernel(capsule_predict              batch_vectors cuda)
 # batch_walk: the hand-written forward's design (H200, MNIST b128 38.0 us,
 # batch_vectors 47.3); batch_rows: the same with a block over a capsule's
@@ -22,11 +19,6 @@ halcaps_add_kernel(capsule_predict              batch_rows cuda)
 # batch_rows 36.3 / 132.3); the CUDA default where its fast path applies and
 # it was measured faster (capsule_runs_fits, runtime/src/capsule_prediction.cpp).
 halcaps_add_kernel(capsule_predict              capsule_runs cuda)
-# The best point of `halcaps explore` over schedules/spaces/capsule_predict_cpu.space,
-# pasted from its best.txt (MNIST b128, 2-core AMD EPYC with AVX-512: 7.64 ms
-# against 7.99 ms for tile_i=16, i.e. `cpu`, within noise).
-# Kept as a kernel so that the tests cover a schedule named by a space point.
-halcaps_add_kernel(capsule_predict  "space:tile_i=32,vec_mult=1,stage_w=1"  cpu)
 halcaps_add_kernel(capsule_predict_grad_input   cpu       cpu)
 halcaps_add_kernel(capsule_predict_grad_input   naive     cuda)
 halcaps_add_kernel(capsule_predict_grad_input   tuned     cuda)
@@ -70,28 +62,21 @@ halcaps_add_kernel(digitcaps                    stage_per_kernel  cuda ITERATION
 # The fused layer (generator digitcaps_fused, schedules/digitcaps_fused_schedules.cpp):
 # u_hat recomputed in each pass, never stored. `fused` (two kernels per
 # iteration) is the CUDA default for the layer at 1 and 5 iterations and for
-# shapes fused_split refuses; the tiling variants at 3 only, for timing;
+# shapes fused_split_all_vectors refuses; fused_chunk8 at 3 only, for timing;
 # fused_cpu only checks the algorithm on machines without a GPU.
 foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused          fused             cuda ITERATIONS ${n})
 endforeach ()
-halcaps_add_kernel(digitcaps_fused              fused_b16         cuda ITERATIONS 3)
-# fused_split: CapsNet's in_dim 8 and out_dim 16 only (the runtime refuses other
-# shapes and the default then runs fused); 1.9x faster than fused on an H200.
-halcaps_add_kernel(digitcaps_fused              fused_split       cuda ITERATIONS 3)
-# fused_split_vectors: fused_split's logits kernels, partial-sum kernels with
-# a thread per (e, j) and 32 batch accumulators; 1.7x faster than fused_split
-# on an H200.
-halcaps_add_kernel(digitcaps_fused              fused_split_vectors cuda ITERATIONS 3)
-# fused_split_all_vectors: fused_split_vectors with logits kernels of batch
-# vectors too (a thread per (j, 4 batch elements) walking e); the CUDA default
-# where it applies (in_dim 8, out_dim 16, out_caps up to 24), 1.5x faster than
-# fused_split_vectors on an H200.
+# fused_split_all_vectors: a logits kernel and a partial-sum kernel a pass,
+# both over batch vectors; CapsNet's in_dim 8 and out_dim 16 only (the
+# runtime refuses other shapes and the default then runs fused); the CUDA
+# default where it applies (out_caps up to 24), 4.8x faster than fused on
+# an H200.
 halcaps_add_kernel(digitcaps_fused              fused_split_all_vectors cuda ITERATIONS 3)
-# The best point of digitcaps_fused_cuda.space found by `halcaps explore`
-# (H200, MNIST b128: 722.0 us against fused's 773.3 in one bench run); fused
-# stays the default (ahead at b512).
-halcaps_add_kernel(digitcaps_fused              "space:batch_tile=8,in_chunk=8,e_per_thread=1" cuda ITERATIONS 3)
+# fused_chunk8: the best point of digitcaps_fused_cuda.space found by
+# `halcaps explore` (H200, MNIST b128: 721.8 us against fused's 773.2 in one
+# bench run); fused stays the default (ahead at b512).
+halcaps_add_kernel(digitcaps_fused              fused_chunk8      cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
 # Routing alone in the same passes (generator routing_fused): u_hat read once
 # per iteration; the CUDA default for route.
@@ -106,19 +91,12 @@ foreach (n IN ITEMS 1 3)
     halcaps_add_kernel(routing_backward         stage_per_kernel  cuda ITERATIONS ${n})
     halcaps_add_kernel(digitcaps_backward       stage_per_kernel  cuda ITERATIONS ${n})
 endforeach ()
-# tiled_stages: the same stages, each one kernel over 2D thread tiles, the long
-# sums over in_caps chunked (schedules/digitcaps_schedules.cpp).
-halcaps_add_kernel(routing_backward             tiled_stages      cuda ITERATIONS 3)
-halcaps_add_kernel(digitcaps_backward           tiled_stages      cuda ITERATIONS 3)
-# tiled_predict: tiled_stages with the capsule prediction's tuned schedules for
-# u_hat, grad_u and grad_W (the layer only) (H200, MNIST b128: 1144.7 us,
-# tiled_stages 1782.0).
-halcaps_add_kernel(digitcaps_backward           tiled_predict     cuda ITERATIONS 3)
-# rows_predict: tiled_predict's prediction kernels; every other stage over
-# rows of its two innermost dimensions fused, u_hat's rows read as 16-byte
-# vectors when E == 16 (H200, MNIST b128: 732.1 us, tiled_predict 1141.3);
-# the layer backward's CUDA default at 3 iterations when grad_u is off a
-# 16-byte boundary.
+# rows_predict: the capsule prediction's tuned schedules for u_hat, grad_u
+# and grad_W; every other stage over rows of its two innermost dimensions
+# fused, u_hat's rows read as 16-byte vectors when E == 16 (H200, MNIST
+# b128: 740.2 us; wide b32: 1439.5, the fastest there); the layer
+# backward's CUDA default at 3 iterations when grad_u is off a 16-byte
+# boundary.
 halcaps_add_kernel(digitcaps_backward           rows_predict      cuda ITERATIONS 3)
 # rows_vectors: rows_predict with the prediction's `vectors` gradient kernels
 # (16-byte loads of grad_u_hat; grad_u and grad_W must start on a 16-byte
@@ -167,25 +145,20 @@ halcaps_add_kernel(digitcaps_backward_autodiff  root_autodiff cpu ITERATIONS 3)
 
 # The capsule convolution with 4x4 poses (generators/capsconv.cpp,
 # schedules/capsconv_schedules.cpp); stride and pad are run-time arguments.
-# simple (one pose at a time, no register blocking) is the forward's
-# comparison point only.
 halcaps_add_kernel(capsconv                     cpu       cpu)
 halcaps_add_kernel(capsconv                     cpu_co4   cpu)
-halcaps_add_kernel(capsconv                     simple    cpu)
 halcaps_add_kernel(capsconv_grad_input          cpu       cpu)
 halcaps_add_kernel(capsconv_grad_filter         cpu       cpu)
 # On CUDA (H200 times in the schedules' comments): vaidya
-# (a thread per output pixel, Vaidya's decomposition), tuned (a thread per
-# pose row, the CUDA default for co not a multiple of 4), tuned_co4 (the
-# default otherwise) and tuned_pose; the gradients have `tuned` and `tuned_caps` (the same
-# grad_input, a faster grad_filter: capsconv_backward's CUDA default).
+# (a thread per output pixel, Vaidya's decomposition), staged_rows (the
+# default outside the Winograd form), tuned (a thread per pose row) and
+# tuned_co4 (4 capsule types a thread), the default's fallbacks where
+# staged_rows' tiles do not fit; the gradients have `tuned` and `tuned_caps`
+# (the same grad_input, a faster grad_filter: capsconv_backward's CUDA
+# default).
 halcaps_add_kernel(capsconv                     vaidya     cuda)
 halcaps_add_kernel(capsconv                     tuned      cuda)
 halcaps_add_kernel(capsconv                     tuned_co4  cuda)
-halcaps_add_kernel(capsconv                     tuned_pose cuda)
-halcaps_add_kernel(capsconv                     tuned_split cuda)
-halcaps_add_kernel(capsconv                     tuned_unrolled cuda)
-halcaps_add_kernel(capsconv                     tuned_vec  cuda)
 halcaps_add_kernel(capsconv                     staged_rows cuda)
 halcaps_add_kernel(capsconv_grad_input          tuned      cuda)
 halcaps_add_kernel(capsconv_grad_filter         tuned      cuda)
@@ -195,12 +168,12 @@ halcaps_add_kernel(capsconv_grad_filter         tuned_caps cuda)
 # (generators/capsconv_winograd.cpp, schedules/capsconv_winograd_schedules.cpp):
 # F(2x2, 3x3) and F(4x4, 3x3); the runtime names them winograd2x2_<schedule>
 # and winograd4x4_<schedule> and returns unsupported_shape for other filters
-# and strides.
+# and strides. On CUDA F(4x4) only: its `staged` is the default for 3x3
+# filters at stride 1.
 foreach (form IN ITEMS winograd2x2 winograd4x4)
     halcaps_add_kernel(capsconv_${form}         cpu        cpu)
-    halcaps_add_kernel(capsconv_${form}         staged     cuda)
-    halcaps_add_kernel(capsconv_${form}         staged_co4 cuda)
 endforeach ()
+halcaps_add_kernel(capsconv_winograd4x4         staged     cuda)
 
 # Autoscheduled rows: the same generators scheduled by Halide's
 # autoschedulers instead of by schedules/, each an ordinary implementation

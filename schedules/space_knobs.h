@@ -36,14 +36,14 @@ struct SpaceSpec {
     std::vector<KnobSpec> knobs;
 };
 
-// The defaults are those of the named schedules `cpu` and `tuned`
+// The CPU defaults are those of the named schedule `cpu`
 // (schedules/capsule_prediction_schedules.cpp). A GPU space's threads per
 // block (the product of its *_threads knobs) must stay within 1024; the
 // generator rejects a point beyond that.
 inline const std::vector<SpaceSpec> &specs() {
     static const std::vector<SpaceSpec> table = {
         {"capsule_predict", "cpu",
-         {{"tile_i", 1, 1024, true, 16, "input capsules per parallel tile"},
+         {{"tile_i", 1, 1024, true, 32, "input capsules per parallel tile"},
           {"vec_mult", 1, 4, true, 1, "output vector width in natural vectors"},
           {"stage_w", 0, 1, false, 1, "transpose the tile's W slice into a buffer first"}}},
         {"capsule_predict", "cuda",

@@ -46,7 +46,7 @@ TEST_CASE("capsconv: implementations are listed", "[capsconv]") {
         if (name.rfind("auto_", 0) != 0) forward.push_back(name);
     }
     // In table order: the defaults first (runtime/src/capsconv_implementations.cpp).
-    REQUIRE(forward == std::vector<std::string>{"cpu_co4", "cpu", "simple", "winograd2x2_cpu", "winograd4x4_cpu"});
+    REQUIRE(forward == std::vector<std::string>{"cpu_co4", "cpu", "winograd2x2_cpu", "winograd4x4_cpu"});
     REQUIRE(implementations_for("capsconv_backward", Device::cpu) == std::vector<std::string>{"cpu"});
 }
 
@@ -54,7 +54,6 @@ TEST_CASE("capsconv: odd sizes, strides, padding, every implementation", "[capsc
     for (const auto &shape : odd_conv_shapes()) {
         check_capsconv(shape, cpu("cpu"));
         check_capsconv(shape, cpu("cpu_co4"), false);  // co tails: whole 4-type blocks computed, the rest discarded
-        check_capsconv(shape, cpu("simple"), false);
     }
 }
 
@@ -201,9 +200,9 @@ TEST_CASE("capsconv: bad arguments give exact statuses", "[capsconv][errors]") {
     on_device.space = MemorySpace::cuda;
     require_status(capsconv(in, k, on_device, params, o), StatusCode::wrong_memory_space, "capsconv: output is in cuda");
     require_status(capsconv(in, k, out, params, cpu("tuned")), StatusCode::unknown_implementation,
-                   "capsconv: no implementation named 'tuned' for device cpu; available: cpu_co4, cpu, simple");
-    require_status(capsconv_backward(in, k, g, gi, gk, params, cpu("simple")), StatusCode::unknown_implementation,
-                   "capsconv_backward: no implementation named 'simple' for device cpu; available: cpu");
+                   "capsconv: no implementation named 'tuned' for device cpu; available: cpu_co4, cpu");
+    require_status(capsconv_backward(in, k, g, gi, gk, params, cpu("cpu_co4")), StatusCode::unknown_implementation,
+                   "capsconv_backward: no implementation named 'cpu_co4' for device cpu; available: cpu");
     // Nothing was written by the failed calls after the first good one... and
     // the good calls left no NaN behind (checked against the reference above).
     for (float v : p.output) REQUIRE(!std::isnan(v));

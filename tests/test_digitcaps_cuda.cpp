@@ -33,7 +33,7 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
         REQUIRE(!implementations("digitcaps_backward", iterations, Device::cuda).empty());
     }
     const auto at3 = implementations("digitcaps", 3, Device::cuda);
-    for (const char *variant : {"fused_b16", "stage_per_kernel"}) {
+    for (const char *variant : {"fused_chunk8", "stage_per_kernel"}) {
         INFO(variant);
         REQUIRE(std::find(at3.begin(), at3.end(), variant) != at3.end());
     }
@@ -126,9 +126,9 @@ TEST_CASE("cuda digitcaps: odd sizes and tile edges, 1, 3 and 5 iterations", "[c
     // Batch 1, 7, 15, 17, 33 and in_caps 1, 13, 31, 33, 65 straddle the
     // batch tiles (8, 16) and input-capsule chunks (16, 32) of the fused
     // variants; out_dim 1, 13, 15, 17, 33 the e threads (16 / e_per_thread).
-    // fused_split (in_dim 8, out_dim 16 only): batch 17, 33, 40 against its
-    // warps of 32 batch elements, in_caps 33, 45, 65 against its chunks of
-    // 8 and logits tiles of 6.
+    // fused_split_all_vectors (in_dim 8, out_dim 16 only): batch 17, 33, 40
+    // against its 32 batch elements a thread, in_caps 33, 45, 65 against its
+    // chunks of 10 and logits tiles of 3.
     const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {7, 13, 9, 7, 15},
                                                 {15, 31, 8, 10, 17},  {17, 33, 8, 10, 16}, {33, 65, 8, 10, 16},
                                                 {2, 3, 8, 1, 33},     {5, 17, 3, 2, 31},  {40, 45, 8, 7, 16}};
@@ -331,10 +331,10 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
         const char *implementation;
         int batch_tile;
     };
-    for (const Case &c : std::vector<Case>{{{9, 5, 3, 32, 16}, "fused_b16", 16},
-                                           {{9, 5, 3, 32, 16}, "fused", 8},
+    for (const Case &c : std::vector<Case>{{{9, 5, 3, 32, 16}, "fused", 8},
                                            {{9, 5, 3, 32, 32}, "fused", 8},
-                                           {{9, 5, 3, 10, 16}, "fused_b16", 16}}) {
+                                           {{9, 5, 3, 32, 32}, "fused_chunk8", 8},
+                                           {{9, 5, 3, 10, 16}, "fused_chunk8", 8}}) {
         const DigitCapsShape &s = c.shape;
         INFO(c.implementation << " at J " << s.out_caps << ", E " << s.out_dim);
         DigitCapsProblem p(s);
@@ -348,18 +348,13 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
             REQUIRE(st.message.find("48 KB of shared memory") != std::string::npos);
         }
     }
-    // The fused_split schedules' logits kernels stage W for 6 capsules at a
-    // time (8 x 16 x J floats each, with u's tile); fused_split's partial-sum
-    // kernels the same with c's tile too (48 KB: out_caps up to 11),
-    // fused_split_vectors' only u's and c's for 10 capsules (up to 14, its
-    // logits kernels'); fused_split_all_vectors' logits kernels W and u's
-    // 128 batch elements for 3 capsules (up to 24).
+    // fused_split_all_vectors' logits kernels stage W (8 x 16 x J floats a
+    // capsule) and u's 128 batch elements for 3 capsules (48 KB: out_caps up
+    // to 24), its partial-sum kernels u's and c's tiles for 10 capsules.
     for (int out_caps : {10, 11, 12, 14, 15, 24, 25, 32}) {
-        for (const std::string implementation : {"fused_split", "fused_split_vectors", "fused_split_all_vectors"}) {
-            const int logits_bytes = implementation == "fused_split_all_vectors" ? 4 * 3 * (8 * 16 * out_caps + 8 * 128)
-                                                                                 : 4 * 6 * (8 * 16 * out_caps + 8 * 32);
-            const int partial_bytes = implementation == "fused_split" ? 4 * 6 * (8 * 16 * out_caps + 8 * 32 + out_caps * 32)
-                                                                      : 4 * 10 * (8 * 32 + out_caps * 32);
+        for (const std::string implementation : {"fused_split_all_vectors"}) {
+            const int logits_bytes = 4 * 3 * (8 * 16 * out_caps + 8 * 128);
+            const int partial_bytes = 4 * 10 * (8 * 32 + out_caps * 32);
             const DigitCapsShape s{9, 13, 8, out_caps, 16};
             INFO(implementation << " at J " << out_caps);
             DigitCapsProblem p(s);

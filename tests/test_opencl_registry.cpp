@@ -31,13 +31,10 @@ const detail::HalideKernelEntry *twin(const detail::HalideKernelEntry &k, Device
 
 TEST_CASE("opencl registry: the exclusions are exactly these, each with its reason", "[opencl_registry]") {
     const auto &exclusions = detail::opencl_exclusions();
-    REQUIRE(exclusions.size() == 2);
+    REQUIRE(exclusions.size() == 1);
     REQUIRE(std::string(exclusions[0].generator) == "*");
     REQUIRE(std::string(exclusions[0].schedule) == "auto_anderson2021");
     REQUIRE(std::string(exclusions[0].reason).find("beam search") != std::string::npos);
-    REQUIRE(std::string(exclusions[1].generator) == "capsconv");
-    REQUIRE(std::string(exclusions[1].schedule) == "tuned_split");
-    REQUIRE(std::string(exclusions[1].reason).find("crashes inside PoCL") != std::string::npos);
 }
 
 TEST_CASE("opencl registry: every CUDA Halide kernel has its OpenCL twin, and every twin its CUDA kernel",
@@ -63,8 +60,8 @@ TEST_CASE("opencl registry: every CUDA Halide kernel has its OpenCL twin, and ev
         return;
     }
     // Without CUDA in the build the twins are built all the same: at least
-    // the 57 of schedules/kernels.cmake's 58 CUDA lines today.
-    REQUIRE(opencl >= 57);
+    // the 42 of schedules/kernels.cmake's 42 CUDA lines today.
+    REQUIRE(opencl >= 42);
     if (cuda_built()) REQUIRE(opencl == cuda - cuda_excluded);
 }
 
