@@ -106,7 +106,7 @@ done
 # with its named points), capsconv's tuned and tuned_co4.
 if [ "$device" = cuda ]; then
     explore digitcaps --op digitcaps --device cuda --schedule stage_per_kernel --autoscheduler all
-    explore digitcaps_fused --space "$(space digitcaps_fused)" --schedule fused --schedule fused_b16
+    explore digitcaps_fused --space "$(space digitcaps_fused)" --schedule fused --schedule fused_chunk8
     explore capsconv --op capsconv --device cuda --schedule tuned --schedule tuned_co4 --autoscheduler all
 else
     explore digitcaps --op digitcaps --device cpu --schedule cpu --autoscheduler all

@@ -357,7 +357,7 @@ void define_routing_backward(halcaps::RoutingBackwardStages &g, Expr batch) {
 // docs/history.md: nvidia-h200-forward-sums/run4.)
 // The clamps' bounds are the extents of the RDoms that walk those indices,
 // so the simplifier can drop them inside the sums; the other schedules
-// (stage_per_kernel, tiled_stages, cpu) read u and W only in range and pay
+// (stage_per_kernel, cpu) read u and W only in range and pay
 // for no other clamp here.
 Expr in_range(const Expr &x, const Expr &extent) { return unsafe_promise_clamped(x, 0, extent - 1); }
 

@@ -182,11 +182,11 @@ struct Builder {
     }
 };
 
-// The fused_split schedules read u and W in rows of 8 (CapsNet's in_dim) and
-// keep a thread's 16 out_dim values in registers. Their pipelines refuse other
-// shapes too, but some fail Halide's input bounds check first, with an
-// out-of-bounds error instead of this status. (out_caps beyond 24, 14 for
-// fused_split_vectors and 11 for fused_split they refuse themselves.)
+// fused_split_all_vectors reads u and W in rows of 8 (CapsNet's in_dim) and
+// keeps a thread's 16 out_dim values in registers. Its pipeline refuses other
+// shapes too, but may fail Halide's input bounds check first, with an
+// out-of-bounds error instead of this status. (out_caps beyond 24 it refuses
+// itself.)
 Status fused_split_check(const RoutingCall &c) {
     if (c.x.K == 8 && c.x.E == 16) return Status::success();
     return {StatusCode::unsupported_shape,
@@ -226,7 +226,7 @@ Table build(const std::string &op) {
         // The per-iteration kernels against the unrolled "cpu", which computes every stage
         // whole: 162.3 against 190.1 ms (2-core build machine).
         b.steps("always");
-        b.halide_gpu("stage_per_kernel", kBuilt);     // its tiled_stages is checked, not timed yet
+        b.halide_gpu("stage_per_kernel", kBuilt);     // not timed yet
         b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");  // not timed for route_backward
         b.hand("cuda_naive", kNaiveBackward, "any count");
     } else if (op == "digitcaps") {
@@ -242,8 +242,6 @@ Table build(const std::string &op) {
         b.hand("cuda_tensor",
                "cuda_fused's two kernels an iteration with u_hat on the tensor cores in float32 accuracy (3xTF32; "
                "reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, in_dim <= 16");
-        b.halide_gpu("fused_split", "", nullptr, fused_split_check);
-        b.halide_gpu("fused_split_vectors", "", nullptr, fused_split_check);
         b.steps();
     } else if (op == "digitcaps_backward") {
         // "cpu" (vectorised prediction gradients) beats "steps": 420.3 against 522.4 ms (one loaded run).
