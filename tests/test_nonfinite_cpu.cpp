@@ -141,7 +141,7 @@ TEST_CASE("nonfinite: predict and predict_backward, each input", "[nonfinite]") 
 
 TEST_CASE("nonfinite: capsconv and capsconv_backward, each input", "[nonfinite]") {
     // Padding 0 and 1; 3x3 filters at stride 1 so that the Winograd forms run too.
-    for (const reference::CapsConvShape s : {reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 0},
+    for (const reference::CapsConvShape &s : {reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 0},
                                              reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 1},
                                              reference::CapsConvShape{1, 9, 8, 2, 3, 3, 3, 2, 1}}) {
         for (const float special : kSpecials) {

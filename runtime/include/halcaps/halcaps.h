@@ -59,7 +59,7 @@ enum class MemorySpace { host, cuda };
 struct TensorView {
     float *data = nullptr;
     std::vector<int64_t> shape;
-    std::vector<int64_t> strides;
+    std::vector<int64_t> strides{};
     MemorySpace space = MemorySpace::host;
 
     int64_t element_count() const;
@@ -223,7 +223,7 @@ struct ImplementationInfo {
     std::string implementation;  // e.g. "cpu", "naive", "tuned", "stage_per_op", "autodiff"
     Device device;               // cpu, cuda or opencl
     std::string description;
-    std::vector<int> iterations;  // routing ops: the iteration counts built; empty otherwise
+    std::vector<int> iterations{};  // routing ops: the iteration counts built; empty otherwise
 };
 std::vector<ImplementationInfo> list_implementations();
 // The prediction's default on `device` ("tuned" on CUDA, "cpu" on the CPU).
