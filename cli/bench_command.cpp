@@ -251,8 +251,8 @@ private:
 #if HALCAPS_WITH_CUDA
     cudaMemPool_t pool_ = nullptr;
 #endif
-    size_t free_before_ = 0;
-    bool ok_ = false;
+    [[maybe_unused]] size_t free_before_ = 0;  // these two are read only when the build has CUDA
+    [[maybe_unused]] bool ok_ = false;
 };
 
 void fill_rates(Row &r, double bytes, double flops, double copy_gbs) {
@@ -988,7 +988,7 @@ void check_implementation_names(const BenchArgs &a, Device device) {
     for (const std::string &name : a.implementations) {
         if (std::find(known.begin(), known.end(), name) != known.end()) continue;
         std::string list;
-        for (const std::string &k : known) list += (list.empty() ? "" : ", ") + k;
+        for (const std::string &k : known) list.append(list.empty() ? "" : ", ").append(k);
         throw UsageError{"--implementations: '" + name + "' is not an implementation of --op " + a.ops + " on " +
                          device_name(device) + " (these are: " + list + ")"};
     }

@@ -248,7 +248,7 @@ Timing time_device_calls(const DeviceTimer &timer, int repeats, const std::funct
     return timing_of(repeats, device_us, call_us, host_bound);
 }
 
-Timing time_calls(Device device, int warmup, int repeats, const std::function<void()> &call) {
+Timing time_calls([[maybe_unused]] Device device, int warmup, int repeats, const std::function<void()> &call) {
     for (int n = 0; n < warmup; n++) call();
 #if HALCAPS_WITH_CUDA
     if (device == Device::cuda) {
@@ -288,7 +288,7 @@ Timing time_calls(Device device, int warmup, int repeats, const std::function<vo
 
 // The last-level cache is read from the device (L2) on CUDA; on the CPU a
 // generous 64 MB stands in for it.
-int rotation_sets(Device device, double input_bytes) {
+int rotation_sets([[maybe_unused]] Device device, double input_bytes) {
     double cache_bytes = 64.0 * 1024 * 1024;
 #if HALCAPS_WITH_CUDA
     if (device == Device::cuda) {

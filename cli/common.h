@@ -51,7 +51,7 @@ public:
 
 private:
     std::vector<int64_t> shape_;
-    Device device_;
+    [[maybe_unused]] Device device_;  // read only when the build has CUDA
     std::string what_;
     std::vector<float> host_;
     float *device_data_ = nullptr;

@@ -27,8 +27,14 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(long iterations) {
 #pragma GCC unroll 12
         for (int c = 0; c < kChains; c++) acc[c] = _mm512_fmadd_ps(acc[c], scale, shift);
     }
+    // Summed through memory, as below: GCC 12 warns (-Wuninitialized) inside
+    // its own _mm512_reduce_add_ps.
+    alignas(64) float lanes[16];
     float sum = 0;
-    for (int c = 0; c < kChains; c++) sum += _mm512_reduce_add_ps(acc[c]);
+    for (int c = 0; c < kChains; c++) {
+        _mm512_store_ps(lanes, acc[c]);
+        for (float x : lanes) sum += x;
+    }
     return sum;
 }
 

@@ -690,8 +690,13 @@ public:
 // (DigitCapsBackward, DigitCapsBackwardWithS). `given_s`: see define_routing.
 template <typename Gen>
 void define_layer_backward(Gen &gen, halcaps::RoutingBackwardStages &g, Func given_s = Func()) {
-    auto &u = gen.u, &W = gen.W, &b0 = gen.b0, &grad_v = gen.grad_v;
-    auto &grad_u = gen.grad_u, &grad_W = gen.grad_W, &grad_b0 = gen.grad_b0;
+    auto &u = gen.u;
+    auto &W = gen.W;
+    auto &b0 = gen.b0;
+    auto &grad_v = gen.grad_v;
+    auto &grad_u = gen.grad_u;
+    auto &grad_W = gen.grad_W;
+    auto &grad_b0 = gen.grad_b0;
     halcaps::RoutingStages &r = g.forward;
     set_routing_rdoms(r, W.dim(3).extent(), W.dim(2).extent(), W.dim(1).extent());
     define_prediction(r, prediction_u(u), prediction_W(W, u.dim(0).extent()), u.dim(0).extent());

@@ -28,7 +28,11 @@ for library in "${libraries[@]}"; do
 done
 version=$(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$torch_dir/version.py" 2>/dev/null || true)
 echo "[build-torch-extension] torch ${version:-(version unknown)} from $torch_dir"
-${CXX:-g++} -std=c++20 -O2 -fPIC -shared -D_GLIBCXX_USE_CXX11_ABI=1 \
+# The project's warnings as errors, as in the CMake build (cmake/HalcapsWarnings.cmake);
+# torch's headers are system headers. HALCAPS_WARNINGS_AS_ERRORS=OFF keeps them warnings.
+warnings=(-Wall -Wextra -Werror)
+[[ "${HALCAPS_WARNINGS_AS_ERRORS:-ON}" == OFF ]] && warnings=(-Wall -Wextra)
+${CXX:-g++} -std=c++20 -O2 -fPIC -shared -D_GLIBCXX_USE_CXX11_ABI=1 "${warnings[@]}" \
     -I "$root/runtime/include" -isystem "$torch_dir/include" -isystem "$torch_dir/include/torch/csrc/api/include" \
     "$root/python/halcaps/csrc/torch_ops.cpp" -o "$out_dir/_halcaps_ops.so" \
     -Wl,--start-group "${libraries[@]}" -Wl,--end-group \

@@ -92,7 +92,7 @@ inline void check_nonfinite_predict(Device device) {
 
 inline void check_nonfinite_capsconv(Device device) {
     // Padding 0 and 1; 3x3 filters at stride 1 so that the Winograd forms run too.
-    for (const reference::CapsConvShape s : {reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 0},
+    for (const reference::CapsConvShape &s : {reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 0},
                                              reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 1},
                                              reference::CapsConvShape{1, 9, 8, 2, 3, 3, 3, 2, 1}}) {
         for (const float special : kSpecials) {

@@ -270,14 +270,14 @@ TEST_CASE("opencl: the inputs the dropped in-kernel assertions guard against are
     TensorView u = host_view(p.u, p.u_shape()), W = host_view(p.W, p.W_shape()), g = host_view(p.g, p.u_hat_shape()),
                u_hat = host_view(p.u_hat, p.u_hat_shape()), grad_u = host_view(p.grad_u, p.u_shape()),
                grad_W = host_view(p.grad_W, p.W_shape());
-    for (const std::string &name : {"tuned", "batch_vectors", "batch_walk", "batch_rows", "capsule_runs"}) {
+    for (const char *name : {"tuned", "batch_vectors", "batch_walk", "batch_rows", "capsule_runs"}) {
         INFO(name);
         TensorView u0 = u, W0 = W;
         u0.shape[2] = 0;
         W0.shape[3] = 0;
         require_status(predict(u0, W0, u_hat, opencl_options(name)), StatusCode::bad_extent, "u extent 2 (in_dim) is 0");
     }
-    for (const std::string &name : {"fused", "vectors"}) {
+    for (const char *name : {"fused", "vectors"}) {
         INFO(name);
         TensorView u0 = u, grad_u0 = grad_u, W0 = W, grad_W0 = grad_W;
         u0.shape[2] = grad_u0.shape[2] = W0.shape[3] = grad_W0.shape[3] = 0;
@@ -289,7 +289,7 @@ TEST_CASE("opencl: the inputs the dropped in-kernel assertions guard against are
                        StatusCode::extent_mismatch, "grad_u extent 0 (batch) is 3");
     }
     DigitCapsProblem d({4, 3, 8, 5, 16});
-    for (const std::string &name : {"rows_predict", "rows_vectors"}) {
+    for (const char *name : {"rows_predict", "rows_vectors"}) {
         INFO(name);
         TensorView u0 = d.u_v(), W0 = d.W_v(), grad_u0 = d.grad_u_v(), grad_W0 = d.grad_W_v();
         u0.shape[2] = W0.shape[3] = grad_u0.shape[2] = grad_W0.shape[3] = 0;

@@ -24,7 +24,7 @@ public:
     const Status &status() const { return status_; }
 
 private:
-    bool pushed_ = false;
+    [[maybe_unused]] bool pushed_ = false;  // read only when the build has CUDA
     Status status_;
 };
 

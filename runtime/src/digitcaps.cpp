@@ -105,6 +105,7 @@ private:
         view->space = MemorySpace::cuda;
         return Status::success();
 #else
+        (void)zeroed;
         return {StatusCode::device_unavailable, std::string(op) + ": this build of halcaps has no CUDA support"};
 #endif
     }
@@ -113,7 +114,7 @@ private:
     cudaStream_t stream() const { return static_cast<cudaStream_t>(options_.cuda_stream); }
     std::vector<void *> device_buffers_;
 #endif
-    const Options &options_;
+    [[maybe_unused]] const Options &options_;  // read only when the build has CUDA
     std::deque<std::vector<float>> host_buffers_;
 };
 

@@ -41,7 +41,7 @@ using halcaps::TensorView;
 // every tensor must share (the first tensor's).
 struct Call {
     const char *op;
-    std::optional<c10::Device> device;
+    std::optional<c10::Device> device = std::nullopt;
 };
 
 std::string shape_string(const at::Tensor &t) {

@@ -59,7 +59,7 @@ enum class MemorySpace { host, cuda };
 struct TensorView {
     float *data = nullptr;
     std::vector<int64_t> shape;
-    std::vector<int64_t> strides;
+    std::vector<int64_t> strides{};
     MemorySpace space = MemorySpace::host;
 
     int64_t element_count() const;
@@ -236,7 +236,7 @@ struct ImplementationInfo {
     std::string implementation;  // e.g. "cpu", "batch_rows", "stage_per_kernel", "steps", "cuda_naive"
     Device device;               // cpu, cuda or opencl
     std::string description;
-    std::vector<int> iterations;  // routing ops: the iteration counts it runs; empty otherwise
+    std::vector<int> iterations{};  // routing ops: the iteration counts it runs; empty otherwise
     int default_rank = 0;         // its place in the default walk on its device (1 first); 0: by name only
     std::string default_when;     // where it is the default (empty: by name only)
     std::string family;           // "halide", "hand_written" or "library"
