@@ -53,9 +53,9 @@ time_compile() {
 if building; then
 {
     echo "{"
-    echo "  \"naive-openmp\": $(time_compile CMakeFiles/halcaps_reference.dir/reference/capsule_prediction_naive_openmp.cpp.o)"
+    echo "  \"naive-openmp\": $(time_compile CMakeFiles/halcaps_reference.dir/reference/predict_naive_openmp.cpp.o)"
     if [ "$device" = cuda ]; then
-        t=$(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/capsule_prediction_cuda.cu.o)
+        t=$(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/predict_cuda.cu.o)
         for name in cuda_blog_naive cuda_tuned cuda_fused; do echo "  , \"$name\": $t"; done
         echo "  , \"cuda_naive\": $(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/digitcaps_cuda.cu.o)"
         t=$(time_compile CMakeFiles/halcaps_cuda_kernels.dir/reference/cuda/capsconv_cuda.cu.o)
@@ -94,7 +94,7 @@ explore() {  # explore NAME ARGS...: build the rows (STEP build/all), run them (
     fi
 }
 space() { echo "schedules/spaces/$1_$device.space"; }
-for op in capsule_predict capsule_predict_grad_input capsule_predict_grad_weight; do
+for op in predict predict_grad_input predict_grad_weight; do
     if [ -f "$(space $op)" ]; then
         explore "$op" --space "$(space $op)" --schedule "$hand" --autoscheduler all
     else

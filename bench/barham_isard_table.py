@@ -47,8 +47,8 @@ import sys
 
 # bench operator -> the generators whose compile times add up to it
 GENERATORS = {
-    "predict": ["capsule_predict"],
-    "predict_backward": ["capsule_predict_grad_input", "capsule_predict_grad_weight"],
+    "predict": ["predict"],
+    "predict_backward": ["predict_grad_input", "predict_grad_weight"],
     "digitcaps": ["digitcaps"],  # digitcaps_fused's rows count as digitcaps (ALIASES)
     "capsconv": ["capsconv"],
 }

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "capsconv_reference.h"
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/fma_peak.h"

@@ -2,7 +2,7 @@
 // (schedules/spaces/*.space) in two phases, so that GPU points can be
 // compiled on a CPU-only machine and run on the GPU machine:
 //
-//   halcaps explore build --space schedules/spaces/capsule_predict_cpu.space --out DIR
+//   halcaps explore build --space schedules/spaces/predict_cpu.space --out DIR
 //       compiles every point (or --sample N of them) with the generator into
 //       DIR/<function>.so and writes DIR/points.tsv (read back by `run`) and
 //       DIR/points.json, with each point's compile time;
@@ -259,7 +259,7 @@ PointsFile read_points(const std::string &dir) {
         }
     }
     if (!explore_can_run(f.op)) {
-        throw UsageError{dir + "/points.tsv: explore run handles capsule_predict (and its gradients), digitcaps, "
+        throw UsageError{dir + "/points.tsv: explore run handles predict (and its gradients), digitcaps, "
                          "digitcaps_fused and capsconv, not '" + f.op + "'; time its rows (built into the library) "
                          "with `halcaps bench`"};
     }
@@ -479,7 +479,7 @@ void add_explore_command(CLI::App &app) {
     auto b = std::make_shared<BuildArgs>();
     CLI::App *build = explore->add_subcommand(
         "build", "Compile every point (or a sample) of a space into shared objects under --out.");
-    build->add_option("--space", b->space_path, "space file, e.g. schedules/spaces/capsule_predict_cpu.space");
+    build->add_option("--space", b->space_path, "space file, e.g. schedules/spaces/predict_cpu.space");
     build->add_option("--op", b->op, "the generator, without --space (e.g. digitcaps, capsconv)");
     build->add_option("--device", b->device, "cpu or cuda, without --space");
     build->add_option("--autoscheduler", b->autoschedulers,

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "capsconv_reference.h"
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 #include "cli/shapes.h"
 #include "digitcaps_reference.h"
 
@@ -65,20 +65,20 @@ void make_prediction(ExploreProblem &p, const std::string &op, const BenchShape 
         W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim}, g_shape{s.batch, s.in_caps, s.out_caps, s.out_dim};
     std::vector<std::vector<int64_t>> inputs;
     std::vector<int64_t> output;
-    if (op == "capsule_predict") {
+    if (op == "predict") {
         inputs = {u_shape, W_shape}, output = g_shape;
-    } else if (op == "capsule_predict_grad_input") {
+    } else if (op == "predict_grad_input") {
         inputs = {g_shape, W_shape}, output = u_shape;
-    } else {  // capsule_predict_grad_weight
+    } else {  // predict_grad_weight
         inputs = {g_shape, u_shape}, output = W_shape;
     }
     fill_sets(p, inputs, rotation_sets(device, input_bytes_of(inputs)), rng);
     p.output = host_tensor(output);
     int64_t reduction = 0;
-    if (op == "capsule_predict") {
+    if (op == "predict") {
         p.ref = reference::predict_f64(s, input(p, 0), input(p, 1));
         reduction = s.in_dim;
-    } else if (op == "capsule_predict_grad_input") {
+    } else if (op == "predict_grad_input") {
         p.ref = reference::predict_grad_input_f64(s, input(p, 0), input(p, 1));
         reduction = s.out_caps * s.out_dim;
     } else {
@@ -137,7 +137,7 @@ void make_capsconv(ExploreProblem &p, const CapsConvBenchShape &shape, Device de
 }  // namespace
 
 bool explore_can_run(const std::string &op) {
-    return op == "capsule_predict" || op == "capsule_predict_grad_input" || op == "capsule_predict_grad_weight" ||
+    return op == "predict" || op == "predict_grad_input" || op == "predict_grad_weight" ||
            op == "digitcaps" || op == "digitcaps_fused" || op == "capsconv";
 }
 
@@ -151,7 +151,7 @@ ExploreProblem make_explore_problem(const std::string &op, const std::string &sh
     } else if (explore_can_run(op)) {
         make_prediction(p, op, parse_shape(shape), device, rng);
     } else {
-        throw UsageError{"explore run handles capsule_predict (and its gradients), digitcaps, digitcaps_fused and "
+        throw UsageError{"explore run handles predict (and its gradients), digitcaps, digitcaps_fused and "
                          "capsconv, not '" + op + "'; time its rows (built into the library) with `halcaps bench`"};
     }
     return p;

@@ -17,7 +17,7 @@ struct Knob {
 
 struct Space {
     std::string path;
-    std::string op;      // generator name, e.g. capsule_predict
+    std::string op;      // generator name, e.g. predict
     std::string device;  // cpu or cuda
     std::vector<Knob> knobs;
 

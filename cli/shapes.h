@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "capsconv_reference.h"
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 
 namespace halcaps::cli {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 #include "digitcaps_reference.h"
 
 namespace halcaps::reference {

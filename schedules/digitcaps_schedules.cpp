@@ -12,7 +12,7 @@
 #include <set>
 
 #include "autoschedule.h"
-#include "capsule_prediction_schedules.h"
+#include "predict_schedules.h"
 #include "common.h"
 
 namespace halcaps {
@@ -365,7 +365,7 @@ void root_rows(Func f, int threads, int batch_tile) {
         .unroll(bi);
 }
 
-// The capsule prediction's schedules (schedules/capsule_prediction_schedules.cpp)
+// The capsule prediction's schedules (schedules/predict_schedules.cpp)
 // that compute the layer backward's u_hat, grad_u and grad_W.
 struct PredictionSchedules {
     std::string u_hat = "tuned", grad_u = "tuned", grad_W = "tuned";
@@ -524,7 +524,7 @@ void chunked_rows_sum(Func f, RVar in_caps, Var e, Var j, Var b, Expr out_dim) {
 // rows_vectors (gradient schedules "vectors"): the same, with the
 // prediction's `vectors` gradient kernels (grad_u a thread per batch row,
 // grad_W a thread per 4 e and 4 k, both reading grad_u_hat 16 bytes at a
-// time; schedules/capsule_prediction_schedules.cpp). grad_u_hat's region is
+// time; schedules/predict_schedules.cpp). grad_u_hat's region is
 // bounded to the whole row (its readers clamp e), which makes its rows
 // provably start 16-byte aligned. u_hat is computed by the prediction's
 // batch_walk kernel and the logits are inlined into their readers. The CUDA

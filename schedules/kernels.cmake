@@ -1,40 +1,40 @@
 # Every (operator, schedule, device) combination built into its own AOT
-# library. The schedule names are those of capsule_prediction_schedules.cpp.
+# library. The schedule names are those of predict_schedules.cpp.
 # Adding a line here makes the kernel callable through the runtime by name.
 
 #                 generator                     schedule  device
-halcaps_add_kernel(capsule_predict              cpu       cpu)
-halcaps_add_kernel(capsule_predict              naive     cuda)
-halcaps_add_kernel(capsule_predict              tuned     cuda)
-halcaps_add_kernel(capsule_predict              batch_vectors cuda)
+halcaps_add_kernel(predict              cpu       cpu)
+halcaps_add_kernel(predict              naive     cuda)
+halcaps_add_kernel(predict              tuned     cuda)
+halcaps_add_kernel(predict              batch_vectors cuda)
 # batch_walk: the hand-written forward's design (H200, MNIST b128 38.0 us,
 # batch_vectors 47.3); batch_rows: the same with a block over a capsule's
 # whole (e, j) row (36.6 us against 38.0 in one run). Where capsule_runs'
 # fast path does not apply, the CUDA default is batch_rows, then batch_walk,
 # where theirs do.
-halcaps_add_kernel(capsule_predict              batch_walk cuda)
-halcaps_add_kernel(capsule_predict              batch_rows cuda)
+halcaps_add_kernel(predict              batch_walk cuda)
+halcaps_add_kernel(predict              batch_rows cuda)
 # capsule_runs: a block over 2 capsules and half the batch, so that the grid
 # writes u_hat close to address order (H200, MNIST b128 34.1 us, b512 109.4,
 # batch_rows 36.3 / 132.3); the CUDA default where its fast path applies and
-# it was measured faster (capsule_runs_fits, runtime/src/capsule_prediction.cpp).
-halcaps_add_kernel(capsule_predict              capsule_runs cuda)
-halcaps_add_kernel(capsule_predict_grad_input   cpu       cpu)
-halcaps_add_kernel(capsule_predict_grad_input   naive     cuda)
-halcaps_add_kernel(capsule_predict_grad_input   tuned     cuda)
-halcaps_add_kernel(capsule_predict_grad_weight  cpu       cpu)
-halcaps_add_kernel(capsule_predict_grad_weight  naive     cuda)
-halcaps_add_kernel(capsule_predict_grad_weight  tuned     cuda)
+# it was measured faster (capsule_runs_fits, runtime/src/predict.cpp).
+halcaps_add_kernel(predict              capsule_runs cuda)
+halcaps_add_kernel(predict_grad_input   cpu       cpu)
+halcaps_add_kernel(predict_grad_input   naive     cuda)
+halcaps_add_kernel(predict_grad_input   tuned     cuda)
+halcaps_add_kernel(predict_grad_weight  cpu       cpu)
+halcaps_add_kernel(predict_grad_weight  naive     cuda)
+halcaps_add_kernel(predict_grad_weight  tuned     cuda)
 # 16-byte loads of g, u and W's staged slice; the CUDA default for
-# predict_backward where their fast path applies (runtime/src/capsule_prediction.cpp).
-halcaps_add_kernel(capsule_predict_grad_input   vectors   cuda)
-halcaps_add_kernel(capsule_predict_grad_weight  vectors   cuda)
-# Both gradients as one pipeline (schedules/capsule_prediction_backward_schedules.cpp):
+# predict_backward where their fast path applies (runtime/src/predict.cpp).
+halcaps_add_kernel(predict_grad_input   vectors   cuda)
+halcaps_add_kernel(predict_grad_weight  vectors   cuda)
+# Both gradients as one pipeline (schedules/predict_backward_schedules.cpp):
 # one kernel reads g once for both (H200, MNIST b128: 117.9 us, slower than
 # vectors' 95.9, so not the default). fused_cpu only checks the algorithm on
 # machines without a GPU.
-halcaps_add_kernel(capsule_predict_backward     fused_cpu cpu)
-halcaps_add_kernel(capsule_predict_backward     fused     cuda)
+halcaps_add_kernel(predict_backward     fused_cpu cpu)
+halcaps_add_kernel(predict_backward     fused     cuda)
 
 # Squash, routing and the DigitCaps layer (generators/digitcaps.cpp,
 # schedules/digitcaps_schedules.cpp). The routing iterations are unrolled at
@@ -207,7 +207,7 @@ endif ()
 foreach (device IN ITEMS cpu cuda)
     foreach (plugin IN LISTS halcaps_${device}_autoschedulers)
         string(TOLOWER "auto_${plugin}" name)
-        foreach (generator IN ITEMS capsule_predict capsule_predict_grad_input capsule_predict_grad_weight capsconv)
+        foreach (generator IN ITEMS predict predict_grad_input predict_grad_weight capsconv)
             halcaps_add_kernel(${generator}     ${name}   ${device} PLUGIN Halide::${plugin})
         endforeach ()
         halcaps_add_kernel(digitcaps            ${name}   ${device} ITERATIONS 3 PLUGIN Halide::${plugin})

@@ -37,16 +37,16 @@ struct SpaceSpec {
 };
 
 // The CPU defaults are those of the named schedule `cpu`
-// (schedules/capsule_prediction_schedules.cpp). A GPU space's threads per
+// (schedules/predict_schedules.cpp). A GPU space's threads per
 // block (the product of its *_threads knobs) must stay within 1024; the
 // generator rejects a point beyond that.
 inline const std::vector<SpaceSpec> &specs() {
     static const std::vector<SpaceSpec> table = {
-        {"capsule_predict", "cpu",
+        {"predict", "cpu",
          {{"tile_i", 1, 1024, true, 32, "input capsules per parallel tile"},
           {"vec_mult", 1, 4, true, 1, "output vector width in natural vectors"},
           {"stage_w", 0, 1, false, 1, "transpose the tile's W slice into a buffer first"}}},
-        {"capsule_predict", "cuda",
+        {"predict", "cuda",
          {{"ej_threads", 1, 1024, true, 32, "threads along the fused (e, j) row"},
           {"i_threads", 1, 1024, true, 4, "threads along input capsules"},
           {"batch_tile", 1, 64, true, 16, "batch elements per thread (register accumulators)"},
@@ -80,14 +80,14 @@ inline const std::vector<SpaceSpec> &specs() {
           {"vector_rows", 0, 1, false, 0, "16-byte vector loads of pose rows (needs row_threads=1)"},
           {"x_pixels", 1, 4, true, 1, "output pixels along x a thread (needs vector_rows=1)"}}},
         // The gradients (defaults: the named schedules `cpu` and `tuned`).
-        {"capsule_predict_grad_input", "cpu",
+        {"predict_grad_input", "cpu",
          {{"tile_i", 1, 1024, true, 4, "input capsules per parallel tile"}}},
-        {"capsule_predict_grad_input", "cuda",
+        {"predict_grad_input", "cuda",
          {{"k_tile", 1, 32, true, 8, "k accumulators per thread (registers)"},
           {"b_threads", 1, 1024, true, 32, "threads along the batch"},
           {"i_threads", 1, 1024, true, 4, "threads along input capsules"},
           {"ej_unroll", 1, 64, true, 8, "unrolling of the (e) reduction loop"}}},
-        {"capsule_predict_grad_weight", "cuda",
+        {"predict_grad_weight", "cuda",
          {{"k_tile", 1, 32, true, 8, "k accumulators per thread (registers)"},
           {"ej_threads", 1, 1024, true, 32, "threads along the fused (e, j) row"},
           {"i_threads", 1, 1024, true, 4, "threads along input capsules"},

@@ -27,7 +27,7 @@ foreach (row IN LISTS rows)
     endif ()
 endforeach ()
 file(READ "${WORK_DIR}/tiny/best.txt" best)
-if (NOT best MATCHES "halcaps_add_kernel\\(capsule_predict  \"space:tile_i=(4|16)\"  cpu\\)")
+if (NOT best MATCHES "halcaps_add_kernel\\(predict  \"space:tile_i=(4|16)\"  cpu\\)")
     message(FATAL_ERROR "best.txt: no kernels.cmake line:\n${best}")
 endif ()
 foreach (file IN ITEMS points.json results.json)
@@ -96,12 +96,12 @@ if (NOT count EQUAL 2 OR NOT rows MATCHES "space:x_threads=8,y_threads=2,caps_ti
 endif ()
 
 # An operator without a space: only the extra rows are built (not run).
-run_ok(explore build --op capsule_predict_grad_weight --device cpu --schedule cpu --out "${WORK_DIR}/rows")
+run_ok(explore build --op predict_grad_weight --device cpu --schedule cpu --out "${WORK_DIR}/rows")
 file(STRINGS "${WORK_DIR}/rows/points.tsv" rows REGEX "^point")
 if (NOT rows MATCHES "^point\t0\tcpu\t[^\t]+\t[^\t]+\t[0-9.e+-]+\t[0-9.e+-]+\t1\t")
     message(FATAL_ERROR "rows points.tsv: expected one compiled row 'cpu', got:\n${rows}")
 endif ()
-foreach (args IN ITEMS "--op;capsule_predict;--device;cpu" "--op;capsule_predict;--device;cpu;--autoscheduler;Anderson2021"
+foreach (args IN ITEMS "--op;predict;--device;cpu" "--op;predict;--device;cpu;--autoscheduler;Anderson2021"
                        "--space;${SOURCE_DIR}/tests/spaces/tiny_cpu.space;--op;digitcaps")
     execute_process(COMMAND "${CLI}" explore build ${args} --out "${WORK_DIR}/bad_rows"
                     RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -112,7 +112,7 @@ foreach (args IN ITEMS "--op;capsule_predict;--device;cpu" "--op;capsule_predict
 endforeach ()
 
 # Malformed spaces: name, content, what the error must mention.
-set(header "operator capsule_predict\ndevice cpu\n")
+set(header "operator predict\ndevice cpu\n")
 set(bad_names unknown_knob bad_value not_power_of_two duplicate_knob no_values unknown_directive no_device gpu_knob_on_cpu)
 set(bad_unknown_knob "${header}knob tile_j 4 8\n")
 set(bad_bad_value "${header}knob tile_i 4 eight\n")
@@ -120,7 +120,7 @@ set(bad_not_power_of_two "${header}knob tile_i 4 12\n")
 set(bad_duplicate_knob "${header}knob tile_i 4\nknob tile_i 8\n")
 set(bad_no_values "${header}knob tile_i\n")
 set(bad_unknown_directive "${header}knobs tile_i 4\n")
-set(bad_no_device "operator capsule_predict\nknob tile_i 4\n")
+set(bad_no_device "operator predict\nknob tile_i 4\n")
 set(bad_gpu_knob_on_cpu "${header}knob ej_threads 32\n")
 foreach (name IN LISTS bad_names)
     file(WRITE "${WORK_DIR}/${name}.space" "${bad_${name}}")

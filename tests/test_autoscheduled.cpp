@@ -1,7 +1,7 @@
 // The auto_* implementations (Halide's autoschedulers, schedules/kernels.cmake)
 // on the CPU. Capsule prediction, both gradients and the DigitCaps layer are
 // checked by the tests that run every implementation the build holds
-// (test_capsule_prediction_cpu.cpp, test_digitcaps_cpu.cpp: the blog grid,
+// (test_predict_cpu.cpp, test_digitcaps_cpu.cpp: the blog grid,
 // odd sizes, MNIST, NaN-poisoned outputs); here: that every CPU
 // autoscheduler was built for every operator, and the capsule convolution
 // (whose other tests name their implementations) at odd sizes.

@@ -11,7 +11,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 #include "compare.h"
 #include "halcaps/halcaps.h"
 

@@ -1,5 +1,5 @@
 // Hand-written CUDA kernels for the 4x4-pose capsule convolution (docs/design.md
-// §1.3), in the style of capsule_prediction_cuda.h: numbered versions, naive
+// §1.3), in the style of predict_cuda.h: numbered versions, naive
 // first, one launcher per version and a switch to pick one.
 //
 //   I [n, H, W, ci, 4, 4]     O[n,y,x,co] = sum_{dy,dx,ci} I[n, y*stride+dy-pad, x*stride+dx-pad, ci] . K[dy,dx,ci,co]

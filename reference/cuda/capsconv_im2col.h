@@ -28,7 +28,7 @@
 #include <cstdint>
 
 #include "capsconv_cuda.h"
-#include "capsule_prediction_cublas.h"  // CublasResult
+#include "predict_cublas.h"  // CublasResult
 
 namespace halcaps::cuda_reference {
 

@@ -1,6 +1,6 @@
 // Asynchronous copies from global to shared memory (cp.async, sm_80 on),
 // shared by the hand-written tensor-core kernels
-// (capsule_prediction_tensor_cores.cu, digitcaps_tensor_cores.cu).
+// (predict_tensor_cores.cu, digitcaps_tensor_cores.cu).
 #pragma once
 
 #include <cuda_runtime.h>

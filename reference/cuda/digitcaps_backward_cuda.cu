@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "capsule_prediction_cuda.h"
+#include "predict_cuda.h"
 #include "digitcaps_cuda.h"
 #include "digitcaps_naive_steps.cuh"
 #include "digitcaps_shared.cuh"
@@ -160,7 +160,7 @@ int64_t digitcaps_backward_naive_scratch_floats(const DigitCapsLayerShape &sh, i
 namespace {
 
 // The layer's backward around routing's: u_hat = the prediction (version
-// forward_version of capsule_prediction_cuda.h), grad_u_hat = route_grads(u_hat,
+// forward_version of predict_cuda.h), grad_u_hat = route_grads(u_hat,
 // grad_u_hat, route_scratch), then grad_u and grad_W from grad_u_hat (version
 // backward_version). u_hat and grad_u_hat lead `scratch`; routing's scratch
 // follows them.
@@ -187,7 +187,7 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
                                      float *grad_u, float *grad_W, float *grad_b0, const DigitCapsLayerShape &sh,
                                      int iterations, float *scratch, cudaStream_t stream) {
     const RoutingShape routing{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim};
-    constexpr int kBlogNaive = 1;  // capsule_prediction_cuda.h's version 1, forward and backward
+    constexpr int kBlogNaive = 1;  // predict_cuda.h's version 1, forward and backward
     return layer_backward(u, W, grad_u, grad_W, sh, kBlogNaive, kBlogNaive, scratch, stream,
                           [&](const float *u_hat, float *grad_u_hat, float *route_scratch) {
                               return route_backward_naive(u_hat, b0, grad_v, grad_u_hat, grad_b0, routing, iterations,
@@ -197,7 +197,7 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
 
 
 // ---------------------------------------------------------------------------
-// Version 2, passes: u_hat materialised once (capsule_prediction_cuda.h's
+// Version 2, passes: u_hat materialised once (predict_cuda.h's
 // staged forward, for the layer), then two kernels an iteration for the
 // forward's replay and two for the backward, each pass kernel reading u_hat
 // once; grad_u_hat written once by a kernel that needs no u_hat, and the
@@ -857,7 +857,7 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
                                       int iterations, const RouteBackwardPassesPlan &plan, float *scratch,
                                       cudaStream_t stream) {
     const RoutingShape routing{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim};
-    // capsule_prediction_cuda.h's fastest versions: the staged forward and the tensor-core gradients.
+    // predict_cuda.h's fastest versions: the staged forward and the tensor-core gradients.
     constexpr int kStagedForward = 3, kTensorBackward = 4;
     return layer_backward(u, W, grad_u, grad_W, sh, kStagedForward, kTensorBackward, scratch, stream,
                           [&](const float *u_hat, float *grad_u_hat, float *route_scratch) {
@@ -1022,7 +1022,7 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
         err != cudaSuccess) {
         return err;
     }
-    constexpr int kTensorBackward = 4;  // capsule_prediction_cuda.h's tensor-core gradients
+    constexpr int kTensorBackward = 4;  // predict_cuda.h's tensor-core gradients
     const PredictShape predict{sh.batch, sh.in_caps, sh.in_dim, sh.out_caps, sh.out_dim};
     return predict_backward(kTensorBackward, grad_u_hat, u, W, grad_u, grad_W, predict, stream);
 }

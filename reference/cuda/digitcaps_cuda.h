@@ -1,5 +1,5 @@
 // Hand-written CUDA for dynamic routing and the DigitCaps layer (docs/design.md
-// §1.2), in the style of capsule_prediction_cuda.h: numbered versions, naive
+// §1.2), in the style of predict_cuda.h: numbered versions, naive
 // first.
 //
 //   u [B, I, K], W [I, J, E, K], b0 [I, J], u_hat [B, I, J, E], v [B, J, E]

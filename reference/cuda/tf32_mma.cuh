@@ -1,6 +1,6 @@
 // Float32-accurate products on the tensor cores from TF32 pieces (3xTF32),
 // shared by the hand-written kernels that use mma.m16n8k8
-// (digitcaps_tensor_cores.cu, capsule_prediction_tensor_cores.cu).
+// (digitcaps_tensor_cores.cu, predict_tensor_cores.cu).
 //
 // A float x is split into big = x rounded to TF32 (10 mantissa bits) and
 // small = x - big (exact in float32; the tensor core reads its top 10 bits),

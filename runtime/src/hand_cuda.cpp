@@ -10,8 +10,8 @@
 
 #include "cuda_support.h"
 #include "hand_cuda_support.h"
-#include "reference/cuda/capsule_prediction_cublas.h"
-#include "reference/cuda/capsule_prediction_cuda.h"
+#include "reference/cuda/predict_cublas.h"
+#include "reference/cuda/predict_cuda.h"
 #include "reference/cuda/digitcaps_cuda.h"
 
 namespace halcaps::detail {

@@ -1,6 +1,6 @@
 // One table per operator: every implementation the runtime can run, with
 // what picks it. The tables themselves are in
-// runtime/src/prediction_implementations.cpp, routing_implementations.cpp
+// runtime/src/predict_implementations.cpp, routing_implementations.cpp
 // and capsconv_implementations.cpp; this is the mechanism they share.
 //
 // A call names an implementation, or none. A named one runs where its row

@@ -11,7 +11,7 @@
 
 namespace halcaps::detail {
 
-// ---- prediction (prediction_implementations.cpp)
+// ---- prediction (predict_implementations.cpp)
 struct PredictCall : CallSite {
     const TensorView *u = nullptr, *W = nullptr, *u_hat = nullptr;
 };

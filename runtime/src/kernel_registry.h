@@ -11,7 +11,7 @@
 namespace halcaps::detail {
 
 struct HalideKernelEntry {
-    const char *generator;  // e.g. "capsule_predict"
+    const char *generator;  // e.g. "predict"
     const char *schedule;   // e.g. "tuned"
     Device device;          // cpu, cuda or opencl
     int iterations;         // routing generators: the unrolled iteration count; 0 otherwise

@@ -1,5 +1,5 @@
 // Entry points for capsule prediction: argument checks and the device, then
-// the operator's table (prediction_implementations.cpp).
+// the operator's table (predict_implementations.cpp).
 #include <cstdint>
 #include <vector>
 

@@ -8,9 +8,9 @@
 //   u_hat  [B, I, J, E]     -> (e, j, i, b)
 #include "Halide.h"
 
-#include "capsule_prediction_stages.h"
+#include "predict_stages.h"
 #include "dense.h"
-#include "schedules/capsule_prediction_schedules.h"
+#include "schedules/predict_schedules.h"
 
 namespace {
 
@@ -204,7 +204,7 @@ public:
 
 }  // namespace
 
-HALIDE_REGISTER_GENERATOR(CapsulePredict, capsule_predict)
-HALIDE_REGISTER_GENERATOR(CapsulePredictGradInput, capsule_predict_grad_input)
-HALIDE_REGISTER_GENERATOR(CapsulePredictGradWeight, capsule_predict_grad_weight)
-HALIDE_REGISTER_GENERATOR(CapsulePredictBackward, capsule_predict_backward)
+HALIDE_REGISTER_GENERATOR(CapsulePredict, predict)
+HALIDE_REGISTER_GENERATOR(CapsulePredictGradInput, predict_grad_input)
+HALIDE_REGISTER_GENERATOR(CapsulePredictGradWeight, predict_grad_weight)
+HALIDE_REGISTER_GENERATOR(CapsulePredictBackward, predict_backward)

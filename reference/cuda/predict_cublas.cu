@@ -1,10 +1,10 @@
-// cuBLAS peers for capsule prediction; see capsule_prediction_cublas.h.
+// cuBLAS peers for capsule prediction; see predict_cublas.h.
 //
 // cuBLAS is column-major: a row-major M x N matrix with row stride ld is, to
 // cuBLAS, a column-major N x M matrix with leading dimension ld. Each GEMM
 // below is written for the column-major view of row-major tensors, batched
 // over the input capsule i with a constant stride, so no tensor is copied.
-#include "capsule_prediction_cublas.h"
+#include "predict_cublas.h"
 
 #include <cuda_runtime.h>
 

@@ -1,5 +1,5 @@
 // Plain float64 loops, written to be obviously correct.
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 
 namespace halcaps::reference {
 

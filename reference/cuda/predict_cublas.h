@@ -11,7 +11,7 @@
 //                             strided-batched SGEMM over i that reads g and u
 //                             in place through leading dimensions (no permutes).
 //
-// Shapes as in capsule_prediction_cuda.h: u [B, I, K], W [I, J, E, K],
+// Shapes as in predict_cuda.h: u [B, I, K], W [I, J, E, K],
 // u_hat and g [B, I, J, E], float32 row-major, all pointers device pointers.
 // The caller owns the handle (created once); each call sets the handle's
 // stream, math mode (CUBLAS_DEFAULT_MATH) and pointer mode (host) and leaves
@@ -21,7 +21,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "capsule_prediction_cuda.h"
+#include "predict_cuda.h"
 
 namespace halcaps::cuda_reference {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "Halide.h"
-#include "generators/capsule_prediction_stages.h"
+#include "generators/predict_stages.h"
 
 namespace halcaps {
 
@@ -17,7 +17,7 @@ void schedule_predict_grad_input(const std::string &name, const Halide::Target &
                                  PredictGradInputStages &s);
 void schedule_predict_grad_weight(const std::string &name, const Halide::Target &target,
                                   PredictGradWeightStages &s);
-// Both gradients in one pipeline (schedules/capsule_prediction_backward_schedules.cpp).
+// Both gradients in one pipeline (schedules/predict_backward_schedules.cpp).
 void schedule_predict_backward(const std::string &name, const Halide::Target &target, PredictBackwardStages &s);
 
 }  // namespace halcaps

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/npy.h"
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 #include "compare.h"
 
 namespace halcaps::cli {

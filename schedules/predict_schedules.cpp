@@ -1,11 +1,11 @@
 // Schedules for capsule prediction and its gradients (algorithms in
-// generators/capsule_prediction.cpp). Each schedule is a named function; the
+// generators/predict.cpp). Each schedule is a named function; the
 // comment above it records its measured time and the device it ran on.
 //
 // Sizes that matter for every schedule here (MNIST shape, B=128, I=1152,
 // K=8, J=10, E=16): u_hat and g are 94 MB, W is 5.9 MB, u is 4.7 MB. The
 // forward pass and both gradients are bound by moving u_hat or g once.
-#include "capsule_prediction_schedules.h"
+#include "predict_schedules.h"
 
 #include <functional>
 
@@ -27,7 +27,7 @@ namespace {
 // ---------------------------------------------------------------- forward --
 
 // The knobs of the CPU forward schedule (explored through
-// schedules/spaces/capsule_predict_cpu.space; the defaults are `cpu`).
+// schedules/spaces/predict_cpu.space; the defaults are `cpu`).
 struct PredictCpuTiling {
     int tile_i = 32;       // input capsules per parallel tile
     int vec_mult = 1;      // e vectors this many natural vectors wide
@@ -68,7 +68,7 @@ void predict_cpu_tiled(const Target &target, PredictStages &s, const PredictCpuT
 // batch element's outputs for a tile are 20 KB written contiguously.
 // Any shape. Halide emits no streaming stores, so each line of u_hat is read
 // for ownership before it is written: about 1.9x the bytes floor moves.
-// The best point of schedules/spaces/capsule_predict_cpu.space; tiles of
+// The best point of schedules/spaces/predict_cpu.space; tiles of
 // 16 (the earlier `cpu`) ran 8.61 and 19.28 ms against this one's 8.48 and
 // 18.44 in two loaded runs on the 2-core build machine (docs/history.md).
 // Measured: 5.0 ms at MNIST b128 on the 2-core AMD EPYC build machine, 6.5x
@@ -150,7 +150,7 @@ void predict_gpu_tiled(PredictStages &s, const PredictGpuTiling &t) {
 
 // tuned: predict_gpu_tiled with blocks of one warp over (e, j) for one input
 // capsule, 32 batch elements per thread, u's tile staged in shared memory:
-// the best point of schedules/spaces/capsule_predict_cuda.space. Any shape.
+// the best point of schedules/spaces/predict_cuda.space. Any shape.
 // Measured: 49.1 us at MNIST b128 on an H200.
 void predict_tuned(PredictStages &s) { predict_gpu_tiled(s, {32, 1, 32, true}); }
 
@@ -304,7 +304,7 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
     u_row_in_registers(s, rko);
 }
 
-// The knobs of the capsule-runs forward (schedules/spaces/capsule_predict_cuda_runs.space).
+// The knobs of the capsule-runs forward (schedules/spaces/predict_cuda_runs.space).
 struct PredictRunsTiling {
     int e_vector = 2;    // consecutive e a thread: one store of this many floats a row (2 or 4)
     int run_caps = 2;    // input capsules a block: each batch row's run is run_caps * J * E floats
@@ -334,15 +334,15 @@ struct PredictRunsTiling {
 // tile within 48 KB; elsewhere the same mapping runs guarded, 32 threads along
 // the (e, j) row and 16 rows a block, slowly, so the runtime picks it only
 // where the fast path applies (capsule_runs_fits in
-// runtime/src/capsule_prediction.cpp).
+// runtime/src/predict.cpp).
 // The knobs kept in the space are those that won somewhere; capsule_runs
 // below is its best point (docs/history.md: nvidia-h200-capsule-runs).
 void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     if (t.e_vector != 2 && t.e_vector != 4) {
-        throw CompileError("capsule_predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
+        throw CompileError("predict: capsule runs take e_vector 2 or 4, not " + std::to_string(t.e_vector));
     }
     if (!s.u_hat_buffer.defined()) {
-        throw CompileError("capsule_predict: capsule runs schedule only a u_hat that is the pipeline's output");
+        throw CompileError("predict: capsule runs schedule only a u_hat that is the pipeline's output");
     }
     const int V = t.e_vector, C = t.run_caps;
     const Expr K = s.rk.x.extent();
@@ -421,7 +421,7 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
 // at once), 8-byte stores, the u tile copied by every thread: the best of
 // the capsule-runs space at MNIST b128 and b512 (runs 1-4, 11, 12).
 // Limits: its fast path, and the runtime takes it only where it was
-// measured faster (capsule_runs_fits in runtime/src/capsule_prediction.cpp).
+// measured faster (capsule_runs_fits in runtime/src/predict.cpp).
 // Measured: 34.2 us at MNIST b128 (72% of the copy bandwidth over the bytes
 // floor) and 109.7 at b512 (86%) on an H200.
 void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2, 2, 64, 2}); }
@@ -431,7 +431,7 @@ void predict_capsule_runs_default(PredictStages &s) { predict_capsule_runs(s, {2
 // cpu: vectors over k (K = 8 floats, contiguous in W), accumulated in
 // registers over (e, j); parallel over tiles of `tile_i` (4) input capsules
 // so W's slices (4 x 5 KB) stay in L1 while the batch loop streams g.
-// (schedules/spaces/capsule_predict_grad_input_cpu.space sweeps tile_i.)
+// (schedules/spaces/predict_grad_input_cpu.space sweeps tile_i.)
 void grad_input_cpu(PredictGradInputStages &s, int tile_i = 4) {
     Var io("io"), ii("ii"), ko("ko"), ki("ki");
     s.grad_u.split(s.i, io, ii, tile_i, TailStrategy::GuardWithIf)
@@ -473,7 +473,7 @@ void grad_weight_naive(PredictGradWeightStages &s) {
 // its 8 k (the same addresses for the whole warp: broadcasts). The batch loop
 // is unrolled by `batch_unroll` so that many loads are in flight. Past the
 // edge of K the accumulators read the clamped u and are not stored.
-// The knobs (schedules/spaces/capsule_predict_grad_weight_cuda.space; the
+// The knobs (schedules/spaces/predict_grad_weight_cuda.space; the
 // defaults are `tuned`): k_tile accumulators a thread, blocks of ej_threads
 // x i_threads.
 struct GradWeightGpuTiling {
@@ -525,7 +525,7 @@ Expr declare_aligned_to_vectors(const std::vector<OutputImageParam> &buffers) {
 
 // The `vectors` gradients' fast paths: out_dim 16, in_dim 8 or 16, and
 // `aligned` (the runtime picks `vectors` by the same rule,
-// runtime/src/capsule_prediction.cpp); `mapping` applied to each fast path,
+// runtime/src/predict.cpp); `mapping` applied to each fast path,
 // then to the generic one.
 void vectors_fast_paths(Func output, const Expr &aligned, const Expr &out_dim, const Expr &in_dim,
                         const std::function<void(Stage)> &mapping) {
@@ -602,7 +602,7 @@ void grad_weight_quads(PredictGradWeightStages &s) {
 // Its weakness: the lanes of a warp read 32 different g rows, so each g load
 // touches 32 sectors (32 L1 wavefronts per instruction); the hand-written
 // kernels reduce over (e, j) across lanes instead.
-// The knobs (schedules/spaces/capsule_predict_grad_input_cuda.space; the
+// The knobs (schedules/spaces/predict_grad_input_cuda.space; the
 // defaults are the former `tuned`): k_tile accumulators a thread, blocks of b_threads x
 // i_threads.
 struct GradInputGpuTiling {
@@ -759,14 +759,14 @@ void grad_input_row_vectors(PredictGradInputStages &s) {
         .gpu_threads(flat_i);
 }
 
-// A point of the schedule space (schedules/spaces/capsule_predict_*.space):
+// A point of the schedule space (schedules/spaces/predict_*.space):
 // "space:knob=value,..." parsed strictly by schedules/space_knobs.h into the
 // CPU or GPU tiling of the target, then the same schedule functions as the
 // named schedules.
 void schedule_predict_point(const std::string &name, const Target &target, PredictStages &s) {
     const std::string device = target.has_gpu_feature() ? "cuda" : "cpu";
     std::map<std::string, int> v;
-    if (std::string error = space::parse_point("capsule_predict", device, name, &v); !error.empty()) {
+    if (std::string error = space::parse_point("predict", device, name, &v); !error.empty()) {
         throw CompileError(error);
     }
     if (device == "cpu") {
@@ -778,9 +778,9 @@ void schedule_predict_point(const std::string &name, const Target &target, Predi
     }
 }
 
-// Points of the gradient spaces (schedules/spaces/capsule_predict_grad_*.space).
+// Points of the gradient spaces (schedules/spaces/predict_grad_*.space).
 void schedule_grad_input_point(const std::string &name, const Target &target, PredictGradInputStages &s) {
-    const char *op = "capsule_predict_grad_input";
+    const char *op = "predict_grad_input";
     const std::string device = target.has_gpu_feature() ? "cuda" : "cpu";
     std::map<std::string, int> v;
     if (std::string error = space::parse_point(op, device, name, &v); !error.empty()) throw CompileError(error);
@@ -790,7 +790,7 @@ void schedule_grad_input_point(const std::string &name, const Target &target, Pr
 }
 
 void schedule_grad_weight_point(const std::string &name, const Target &target, PredictGradWeightStages &s) {
-    const char *op = "capsule_predict_grad_weight";
+    const char *op = "predict_grad_weight";
     const std::string device = target.has_gpu_feature() ? "cuda" : "cpu";
     std::map<std::string, int> v;
     if (std::string error = space::parse_point(op, device, name, &v); !error.empty()) throw CompileError(error);
@@ -827,24 +827,24 @@ const ScheduleTable<PredictGradWeightStages> kGradWeightSchedules = {
 
 void schedule_predict(const std::string &name, const Target &target, PredictStages &s) {
     if (space::is_point_name(name)) return schedule_predict_point(name, target, s);
-    if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("capsule_predict", name, target, {s.u_hat});
-    apply_schedule("capsule_predict", kPredictSchedules, name, target, s);
+    if (autoschedulers::is_autoscheduler_row(name)) return autoschedule("predict", name, target, {s.u_hat});
+    apply_schedule("predict", kPredictSchedules, name, target, s);
 }
 
 void schedule_predict_grad_input(const std::string &name, const Target &target, PredictGradInputStages &s) {
     if (space::is_point_name(name)) return schedule_grad_input_point(name, target, s);
     if (autoschedulers::is_autoscheduler_row(name)) {
-        return autoschedule("capsule_predict_grad_input", name, target, {s.grad_u});
+        return autoschedule("predict_grad_input", name, target, {s.grad_u});
     }
-    apply_schedule("capsule_predict_grad_input", kGradInputSchedules, name, target, s);
+    apply_schedule("predict_grad_input", kGradInputSchedules, name, target, s);
 }
 
 void schedule_predict_grad_weight(const std::string &name, const Target &target, PredictGradWeightStages &s) {
     if (space::is_point_name(name)) return schedule_grad_weight_point(name, target, s);
     if (autoschedulers::is_autoscheduler_row(name)) {
-        return autoschedule("capsule_predict_grad_weight", name, target, {s.grad_W});
+        return autoschedule("predict_grad_weight", name, target, {s.grad_W});
     }
-    apply_schedule("capsule_predict_grad_weight", kGradWeightSchedules, name, target, s);
+    apply_schedule("predict_grad_weight", kGradWeightSchedules, name, target, s);
 }
 
 }  // namespace halcaps

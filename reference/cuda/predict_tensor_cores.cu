@@ -1,4 +1,4 @@
-// Version 4 of the hand-written prediction backward (capsule_prediction_cuda.h):
+// Version 4 of the hand-written prediction backward (predict_cuda.h):
 // both gradients in one pass over g, on the tensor cores in float32 accuracy
 // (3xTF32, tf32_mma.cuh).
 //
@@ -58,7 +58,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "capsule_prediction_tensor_cores.h"
+#include "predict_tensor_cores.h"
 #include "cp_async.cuh"
 #include "pointer_alignment.h"
 #include "tf32_mma.cuh"

@@ -1,11 +1,11 @@
-// Version 4 of the hand-written prediction backward (capsule_prediction_cuda.h),
-// defined in capsule_prediction_tensor_cores.cu: both gradients in one pass
+// Version 4 of the hand-written prediction backward (predict_cuda.h),
+// defined in predict_tensor_cores.cu: both gradients in one pass
 // over g on the tensor cores (3xTF32).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include "capsule_prediction_cuda.h"
+#include "predict_cuda.h"
 
 namespace halcaps::cuda_reference {
 

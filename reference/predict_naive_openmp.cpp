@@ -1,7 +1,7 @@
 // The naive float32 loop nests a C++ programmer would write first, built -O3
 // with OpenMP over the outer loops: Barham & Isard's "gcc -fopenmp" row and
 // our CPU baseline. Deliberately not hand-optimised.
-#include "capsule_prediction_reference.h"
+#include "predict_reference.h"
 
 namespace halcaps::reference {
 

@@ -1,12 +1,12 @@
 // Schedules for both prediction gradients as one pipeline (generator
-// capsule_predict_backward, generators/capsule_prediction.cpp). The two-pipeline
-// gradients (capsule_predict_grad_input and _grad_weight) read all of g each:
+// predict_backward, generators/predict.cpp). The two-pipeline
+// gradients (predict_grad_input and _grad_weight) read all of g each:
 // at MNIST b128 that alone is 2 x 22 us at the H200's copy bandwidth. Here one
 // kernel reads g once for both.
 #include <string>
 #include <vector>
 
-#include "capsule_prediction_schedules.h"
+#include "predict_schedules.h"
 #include "common.h"
 
 namespace halcaps {
@@ -108,7 +108,7 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
     partials.specialize(fits && K == 8);  // MNIST's in_dim: u's and W's loads need no clamps
     partials.specialize(fits);
     partials.specialize_fail(
-        "capsule_predict_backward (fused): the block's tiles or threads exceed the launch limits at this shape "
+        "predict_backward (fused): the block's tiles or threads exceed the launch limits at this shape "
         "(out_caps x out_dim too large); use another implementation");
     const std::vector<Var> ia = intm.args();
     intm.compute_at(partials, pa[1]).store_in(MemoryType::Register).bound_extent(ia[0], 8).vectorize(ia[0]);
@@ -172,7 +172,7 @@ const ScheduleTable<PredictBackwardStages> kBackwardSchedules = {
 }  // namespace
 
 void schedule_predict_backward(const std::string &name, const Target &target, PredictBackwardStages &s) {
-    apply_schedule("capsule_predict_backward", kBackwardSchedules, name, target, s);
+    apply_schedule("predict_backward", kBackwardSchedules, name, target, s);
 }
 
 }  // namespace halcaps

@@ -24,7 +24,7 @@
 //                 both gradients.
 //   4 tensor      one kernel, a warp per input capsule, reading g once for
 //                 both gradients as small matrix products on the tensor cores
-//                 in float32 accuracy (3xTF32; capsule_prediction_tensor_cores.cu).
+//                 in float32 accuracy (3xTF32; predict_tensor_cores.cu).
 //
 // All pointers are device pointers. Launchers only enqueue work on `stream`
 // and return cudaGetLastError(); they never synchronise. They return

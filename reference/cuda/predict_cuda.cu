@@ -1,8 +1,8 @@
 // Hand-written CUDA kernels for capsule prediction; versions are listed in
-// capsule_prediction_cuda.h. Shapes: u [B, I, K], W [I, J, E, K],
+// predict_cuda.h. Shapes: u [B, I, K], W [I, J, E, K],
 // u_hat and g [B, I, J, E]. Throughout, JE = J*E: the (j, e) pair flattened,
 // which is contiguous both in u_hat/g rows and in W[i] (as JE rows of K).
-#include "capsule_prediction_cuda.h"
+#include "predict_cuda.h"
 
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -13,7 +13,7 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "capsule_prediction_tensor_cores.h"
+#include "predict_tensor_cores.h"
 #include "device_limits.h"
 #include "pointer_alignment.h"
 #include "smem_opt_in.h"

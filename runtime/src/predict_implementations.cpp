@@ -12,7 +12,7 @@ namespace halcaps::detail {
 
 namespace {
 
-// batch_walk's fast path (schedules/capsule_prediction_schedules.cpp,
+// batch_walk's fast path (schedules/predict_schedules.cpp,
 // predict_batch_walk): out_dim 16, in_dim 8, a batch that is a multiple of
 // 128. Its kernel stores 8 bytes at a time and so requires u_hat to start on
 // an 8-byte boundary (misaligned_pointer otherwise, from the kernel's own
@@ -30,7 +30,7 @@ bool batch_rows_fits(const PredictCall &c) {
     return batch_walk_fits(c) && c.u_hat->shape[2] >= 8 && c.u_hat->shape[2] <= 32;
 }
 
-// capsule_runs' fast path (schedules/capsule_prediction_schedules.cpp,
+// capsule_runs' fast path (schedules/predict_schedules.cpp,
 // predict_capsule_runs with 2 capsules a block and 2 row groups): out_dim
 // and in_caps even, in_dim 8 or 16, an even batch with the block's u tile
 // (2 capsules x batch / 2 rows x in_dim floats) within 48 KB of shared
@@ -60,7 +60,7 @@ bool capsule_runs_fits(const PredictCall &c) {
            reinterpret_cast<std::uintptr_t>(c.u_hat->data) % 8 == 0;
 }
 
-// The `vectors` gradients' fast path (schedules/capsule_prediction_schedules.cpp,
+// The `vectors` gradients' fast path (schedules/predict_schedules.cpp,
 // grad_input_row_vectors and grad_weight_quads): out_dim 16, in_dim 8 or 16.
 // Their kernels load and store 16 bytes at a time and so require every tensor
 // to start on a 16-byte boundary (misaligned_pointer otherwise, from the
@@ -76,10 +76,10 @@ bool gradient_vectors_fit(const PredictBackwardCall &c) {
 
 const std::vector<Device> kGpuDevices = {Device::cuda, Device::opencl};
 
-// A row of the capsule_predict kernel `schedule` on `device`, where built.
+// A row of the predict kernel `schedule` on `device`, where built.
 void add_forward(ImplementationTable<PredictCall> &table, const std::string &schedule, Device device,
                  const std::string &default_when = "", std::function<bool(const PredictCall &)> is_default = nullptr) {
-    const HalideKernelEntry *kernel = find_halide_kernel("capsule_predict", schedule, device);
+    const HalideKernelEntry *kernel = find_halide_kernel("predict", schedule, device);
     if (kernel == nullptr || find_row(table, schedule, device) != nullptr) return;
     Implementation<PredictCall> row;
     row.name = schedule;
@@ -95,7 +95,7 @@ void add_forward(ImplementationTable<PredictCall> &table, const std::string &sch
 }
 
 // A row of the gradients `schedule` on `device`, where built: one pipeline
-// for both (capsule_predict_backward: fused, fused_cpu) or a pipeline each.
+// for both (predict_backward: fused, fused_cpu) or a pipeline each.
 void add_backward(ImplementationTable<PredictBackwardCall> &table, const std::string &schedule, Device device,
                   const std::string &default_when = "",
                   std::function<bool(const PredictBackwardCall &)> is_default = nullptr) {
@@ -105,15 +105,15 @@ void add_backward(ImplementationTable<PredictBackwardCall> &table, const std::st
     row.device = device;
     row.default_when = default_when;
     row.is_default = std::move(is_default);
-    if (const HalideKernelEntry *both = find_halide_kernel("capsule_predict_backward", schedule, device)) {
+    if (const HalideKernelEntry *both = find_halide_kernel("predict_backward", schedule, device)) {
         row.description = "Halide schedule '" + schedule + "' (both gradients in one pipeline)";
         row.run = [both](const PredictBackwardCall &c) {
             return run_halide(c.op, both->function, c.device, *c.options, {*c.g, *c.u, *c.W}, {*c.grad_u, *c.grad_W},
                               {}, {"g", "u", "W", "grad_u", "grad_W"});
         };
     } else {
-        const HalideKernelEntry *input = find_halide_kernel("capsule_predict_grad_input", schedule, device);
-        const HalideKernelEntry *weight = find_halide_kernel("capsule_predict_grad_weight", schedule, device);
+        const HalideKernelEntry *input = find_halide_kernel("predict_grad_input", schedule, device);
+        const HalideKernelEntry *weight = find_halide_kernel("predict_grad_weight", schedule, device);
         if (input == nullptr || weight == nullptr) return;
         row.description = "Halide schedules '" + schedule + "' (grad_u, grad_W)";
         row.run = [input, weight](const PredictBackwardCall &c) {
@@ -169,7 +169,7 @@ const ImplementationTable<PredictCall> &predict_implementations() {
         add_forward(t, "cpu", Device::cpu, "always");
         // Every other schedule built (schedules/kernels.cmake), by name only.
         for (const auto &k : halide_kernels()) {
-            if (std::string(k.generator) == "capsule_predict") add_forward(t, k.schedule, k.device);
+            if (std::string(k.generator) == "predict") add_forward(t, k.schedule, k.device);
         }
         add_hand_cuda(t, "predict", [](const std::string &name, const PredictCall &c) {
             return run_hand_cuda_predict(name, *c.u, *c.W, *c.u_hat, *c.options);
@@ -193,7 +193,7 @@ const ImplementationTable<PredictBackwardCall> &predict_backward_implementations
         add_backward(t, "cpu", Device::cpu, "always");
         for (const auto &k : halide_kernels()) {
             const std::string generator = k.generator;
-            if (generator == "capsule_predict_backward" || generator == "capsule_predict_grad_input") {
+            if (generator == "predict_backward" || generator == "predict_grad_input") {
                 add_backward(t, k.schedule, k.device);
             }
         }
