@@ -15,7 +15,6 @@
 #include <sstream>
 
 #include "capsconv_reference.h"
-#include "predict_reference.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/fma_peak.h"
@@ -23,6 +22,7 @@
 #include "cli/shapes.h"
 #include "compare.h"
 #include "digitcaps_reference.h"
+#include "predict_reference.h"
 #include "runtime/src/hand_cuda.h"
 
 #if HALCAPS_WITH_CUDA
@@ -58,10 +58,10 @@ struct Row {
     double max_abs_error = 0, rel_l2_error = 0;
     double us = 0, gbs = 0, gflops = 0, pct_bandwidth = 0;
     double speedup_vs_naive = std::nan("");  // none where the naive row was not run (or not timed)
-    double call_us = 0;       // one call on an idle stream, the host's launch path included (Timing)
-    bool host_bound = false;  // us includes host time: the call waits on the device (Timing)
+    double call_us = 0;                      // one call on an idle stream, the host's launch path included (Timing)
+    bool host_bound = false;                 // us includes host time: the call waits on the device (Timing)
     double floor_bytes = 0, floor_us = 0;
-    double u_hat_write_us = 0;  // routing ops: one write of u_hat at the write bandwidth, for scale
+    double u_hat_write_us = 0;             // routing ops: one write of u_hat at the write bandwidth, for scale
     double peak_device_mb = std::nan("");  // routing ops on CUDA: device memory a call allocates (DeviceMemoryProbe)
     double pct_fma_peak = std::nan("");    // CPU rows: GFLOP/s as a percentage of the FMA peak measured in the run
     std::string check_summary;
@@ -113,8 +113,16 @@ std::vector<std::string> bench_ops(const std::string &ops) {
         return {"digitcaps_backward", "digitcaps_backward_with_s", "digitcaps_backward_with_c"};
     }
     if (ops != "all") return {ops};  // predict, predict_backward, route, capsconv
-    return {"predict", "predict_backward", "digitcaps", "digitcaps_with_s", "digitcaps_with_c", "route",
-            "digitcaps_backward", "digitcaps_backward_with_s", "digitcaps_backward_with_c", "capsconv"};
+    return {"predict",
+            "predict_backward",
+            "digitcaps",
+            "digitcaps_with_s",
+            "digitcaps_with_c",
+            "route",
+            "digitcaps_backward",
+            "digitcaps_backward_with_s",
+            "digitcaps_backward_with_c",
+            "capsconv"};
 }
 
 bool runs_op(const BenchArgs &a, const std::string &op) {
@@ -125,7 +133,7 @@ bool runs_op(const BenchArgs &a, const std::string &op) {
 std::vector<std::string> peer_rows(const std::string &op, Device device) {
     if (device == Device::cpu) {
         return op == "predict" || op == "predict_backward" || op == "capsconv" ? std::vector<std::string>{kNaiveOpenmp}
-                                                                              : std::vector<std::string>{};
+                                                                               : std::vector<std::string>{};
     }
     if (op == "predict") return {kCublasGemmOnly};
     if (op == "capsconv") return {kCudnnCore};
@@ -134,8 +142,7 @@ std::vector<std::string> peer_rows(const std::string &op, Device device) {
 
 bool wanted(const BenchArgs &a, const std::string &implementation) {
     return a.implementations.empty() ||
-           std::find(a.implementations.begin(), a.implementations.end(), implementation) !=
-               a.implementations.end();
+           std::find(a.implementations.begin(), a.implementations.end(), implementation) != a.implementations.end();
 }
 
 // The implementations of `op` built for `device` and asked for; with
@@ -181,8 +188,8 @@ private:
 // (they are slow). `run(call, out)` runs the loops on input set `call`.
 template <typename Run>
 std::pair<reference::Comparison, Timing> check_and_time_naive(const BenchArgs &a, Tensor &output,
-                                                             const std::vector<double> &ref,
-                                                             const reference::Tolerance &tol, Run run) {
+                                                              const std::vector<double> &ref,
+                                                              const reference::Tolerance &tol, Run run) {
     output.poison();
     run(0, output.host().data());
     const auto c = reference::compare(output.host().data(), ref, tol);
@@ -270,9 +277,9 @@ void mark_failed(Row &r, const Status &status) {
     r.valid = false;
     r.applies = status.code != StatusCode::unsupported_shape;
     r.us = r.call_us = r.gbs = r.gflops = r.pct_bandwidth = std::nan("");
-    r.check_summary = (r.applies ? std::string("error: ") + status_code_name(status.code) + ": "
-                                 : std::string("does not apply: ")) +
-                      status.message;
+    r.check_summary =
+        (r.applies ? std::string("error: ") + status_code_name(status.code) + ": " : std::string("does not apply: ")) +
+        status.message;
 }
 
 Row failed_row(const std::string &op, const BenchShape &shape, const std::string &name, Device device,
@@ -319,8 +326,8 @@ Row timed_routing_row(const BenchArgs &a, const std::string &op, const BenchShap
 }
 
 // Forward rows for one shape.
-void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs,
-                   std::mt19937_64 &rng, std::vector<Row> &rows) {
+void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs, std::mt19937_64 &rng,
+                   std::vector<Row> &rows) {
     const auto &s = shape.s;
     const double input_bytes = 4.0 * (s.u_size() + s.W_size());
     const int sets = rotation_sets(device, input_bytes);
@@ -392,8 +399,8 @@ void bench_forward(const BenchArgs &a, const BenchShape &shape, Device device, d
 }
 
 // Backward rows (both gradients together) for one shape.
-void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs,
-                    std::mt19937_64 &rng, std::vector<Row> &rows) {
+void bench_backward(const BenchArgs &a, const BenchShape &shape, Device device, double copy_gbs, std::mt19937_64 &rng,
+                    std::vector<Row> &rows) {
     const auto &s = shape.s;
     const double input_bytes = 4.0 * (s.u_hat_size() + s.u_size() + s.W_size());
     const int sets = rotation_sets(device, input_bytes);
@@ -515,11 +522,14 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
         const int sets = rotation_sets(device, input_bytes);
         InputSets u({s.batch, s.in_caps, s.in_dim}, device, sets, rng, "u");
         InputSets W({s.in_caps, s.out_caps, s.out_dim, s.in_dim}, device, sets, rng, "W");
-        const auto ref = reference::digitcaps_f64(s, u.first().host().data(), W.first().host().data(), nullptr,
-                                                  kIterations);
-        run_op("digitcaps", ref, input_bytes + 4.0 * s.v_size(), layer_flops,
-               [&](const Options &o, int n) { return digitcaps(u.view(n), W.view(n), TensorView{}, v.view(), kIterations, o); },
-               v);
+        const auto ref =
+            reference::digitcaps_f64(s, u.first().host().data(), W.first().host().data(), nullptr, kIterations);
+        run_op(
+            "digitcaps", ref, input_bytes + 4.0 * s.v_size(), layer_flops,
+            [&](const Options &o, int n) {
+                return digitcaps(u.view(n), W.view(n), TensorView{}, v.view(), kIterations, o);
+            },
+            v);
         // The same layer keeping every iteration's s for the backward: its
         // extra bytes are routing_s's write.
         Tensor routing_s({kIterations, s.batch, s.out_caps, s.out_dim}, device);
@@ -540,23 +550,23 @@ void bench_routing(const BenchArgs &a, const BenchShape &shape, Device device, d
         Tensor routing_c({kIterations, s.batch, s.in_caps, s.out_caps}, device);
         const auto ref_c = reference::digitcaps_routing_c_f64(s, u.first().host().data(), W.first().host().data(),
                                                               nullptr, kIterations);
-        run_op("digitcaps_with_c", ref,
-               input_bytes + 4.0 * (1 + kIterations) * s.v_size() +
-                   4.0 * kIterations * s.batch * s.in_caps * s.out_caps,
-               layer_flops,
-               [&](const Options &o, int n) {
-                   return digitcaps_with_c(u.view(n), W.view(n), TensorView{}, v.view(), routing_s.view(),
-                                           routing_c.view(), kIterations, o);
-               },
-               v, {{&routing_s, &ref_s, tol_s}, {&routing_c, &ref_c, tol}});
+        run_op(
+            "digitcaps_with_c", ref,
+            input_bytes + 4.0 * (1 + kIterations) * s.v_size() + 4.0 * kIterations * s.batch * s.in_caps * s.out_caps,
+            layer_flops,
+            [&](const Options &o, int n) {
+                return digitcaps_with_c(u.view(n), W.view(n), TensorView{}, v.view(), routing_s.view(),
+                                        routing_c.view(), kIterations, o);
+            },
+            v, {{&routing_s, &ref_s, tol_s}, {&routing_c, &ref_c, tol}});
     }
     if (runs_op(a, "route")) {
         const int sets = rotation_sets(device, u_hat_bytes);
         InputSets u_hat({s.batch, s.in_caps, s.out_caps, s.out_dim}, device, sets, rng, "u_hat");
         const auto ref = reference::route_f64(s.routing(), u_hat.first().host().data(), nullptr, kIterations);
-        run_op("route", ref, u_hat_bytes + 4.0 * s.v_size(), route_flops,
-               [&](const Options &o, int n) { return route(u_hat.view(n), TensorView{}, v.view(), kIterations, o); },
-               v);
+        run_op(
+            "route", ref, u_hat_bytes + 4.0 * s.v_size(), route_flops,
+            [&](const Options &o, int n) { return route(u_hat.view(n), TensorView{}, v.view(), kIterations, o); }, v);
     }
 }
 
@@ -645,8 +655,8 @@ void bench_capsconv(const BenchArgs &a, const CapsConvBenchShape &shape, Device 
         const int64_t P_in = s.height * s.width, P_out = OH * OW;
         std::vector<std::unique_ptr<Tensor>> xs, ws;
         for (int n = 0; n < sets; n++) {
-            xs.push_back(std::make_unique<Tensor>(std::vector<int64_t>{s.batch * 4, s.in_caps * 4, s.height, s.width},
-                                                  device));
+            xs.push_back(
+                std::make_unique<Tensor>(std::vector<int64_t>{s.batch * 4, s.in_caps * 4, s.height, s.width}, device));
             ws.push_back(std::make_unique<Tensor>(
                 std::vector<int64_t>{s.out_caps * 4, s.in_caps * 4, s.kernel_h, s.kernel_w}, device));
             const float *I = input.first().host().data(), *K = filter.first().host().data();
@@ -738,23 +748,23 @@ void bench_digitcaps_backward(const BenchArgs &a, const BenchShape &shape, Devic
     Tensor v({s.batch, s.out_caps, s.out_dim}, device);
     Options forward_options;
     forward_options.device = device;
-    const Status forward = digitcaps_with_s(u.view(0), W.view(0), TensorView{}, v.view(), routing_s.view(), kIterations,
-                                            forward_options);
+    const Status forward =
+        digitcaps_with_s(u.view(0), W.view(0), TensorView{}, v.view(), routing_s.view(), kIterations, forward_options);
     // digitcaps_backward_with_c from the s and c of the device's default
     // digitcaps_with_c (cuda_tensor: CUDA only, as the backward).
     const int64_t c_floats = kIterations * s.batch * s.in_caps * s.out_caps;
     Tensor routing_s_of_c({kIterations, s.batch, s.out_caps, s.out_dim}, device);
     Tensor routing_c({kIterations, s.batch, s.in_caps, s.out_caps}, device);
     const bool with_c_built = !implementations_of("digitcaps_backward_with_c", device, a, kIterations).empty();
-    const Status forward_c = with_c_built ? digitcaps_with_c(u.view(0), W.view(0), TensorView{}, v.view(),
-                                                             routing_s_of_c.view(), routing_c.view(), kIterations,
-                                                             forward_options)
-                                          : Status::success();
+    const Status forward_c = with_c_built
+                                 ? digitcaps_with_c(u.view(0), W.view(0), TensorView{}, v.view(), routing_s_of_c.view(),
+                                                    routing_c.view(), kIterations, forward_options)
+                                 : Status::success();
     // A pair's backward row whose forward failed says so: the forward's
     // refusal alone read as the backward's own.
     auto needs_forward = [](const std::string &op, const std::string &forward_op, const Status &failed) {
-        return Status{failed.code, op + " starts from " + forward_op + "'s outputs, which failed here: " +
-                                       failed.message};
+        return Status{failed.code,
+                      op + " starts from " + forward_op + "'s outputs, which failed here: " + failed.message};
     };
     for (const std::string op : {"digitcaps_backward", "digitcaps_backward_with_s", "digitcaps_backward_with_c"}) {
         const bool with_s = op == "digitcaps_backward_with_s", with_c = op == "digitcaps_backward_with_c";
@@ -858,21 +868,18 @@ void write_json(const std::string &path, const BenchArgs &a, const std::string &
         << ",\n  \"rows\": [\n";
     for (size_t n = 0; n < rows.size(); n++) {
         const Row &r = rows[n];
-        out << "    {\"operator\": " << json_string(r.op) << ", \"shape\": " << json_string(r.shape)
-            << ", \"dims\": "
-            << (!r.dims_json.empty() ? r.dims_json
-                                     : "{\"B\": " + std::to_string(r.dims.batch) + ", \"I\": " +
-                                           std::to_string(r.dims.in_caps) + ", \"J\": " +
-                                           std::to_string(r.dims.out_caps) + ", \"E\": " +
-                                           std::to_string(r.dims.out_dim) + ", \"K\": " +
-                                           std::to_string(r.dims.in_dim) + "}")
+        out << "    {\"operator\": " << json_string(r.op) << ", \"shape\": " << json_string(r.shape) << ", \"dims\": "
+            << (!r.dims_json.empty()
+                    ? r.dims_json
+                    : "{\"B\": " + std::to_string(r.dims.batch) + ", \"I\": " + std::to_string(r.dims.in_caps) +
+                          ", \"J\": " + std::to_string(r.dims.out_caps) + ", \"E\": " + std::to_string(r.dims.out_dim) +
+                          ", \"K\": " + std::to_string(r.dims.in_dim) + "}")
             << ", \"implementation\": " << json_string(r.implementation) << ", \"family\": " << json_string(r.family)
             << ", \"valid\": " << (r.valid ? "true" : "false")
             << (r.applies ? std::string() : ", \"applies\": false, \"note\": " + json_string(r.check_summary))
             << ", \"max_abs_error\": " << json_number(r.max_abs_error)
             << ", \"rel_l2_error\": " << json_number(r.rel_l2_error) << ", \"us\": " << json_number(r.us)
-            << ", \"call_us\": " << json_number(r.call_us)
-            << (r.host_bound ? ", \"host_bound\": true" : "")
+            << ", \"call_us\": " << json_number(r.call_us) << (r.host_bound ? ", \"host_bound\": true" : "")
             << ", \"gbs\": " << json_number(r.gbs) << ", \"gflops\": " << json_number(r.gflops)
             << ", \"pct_bandwidth\": " << json_number(r.pct_bandwidth)
             << (std::isnan(r.pct_fma_peak) ? std::string() : ", \"pct_fma_peak\": " + json_number(r.pct_fma_peak))
@@ -917,7 +924,8 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         << naive_name("digitcaps", device) << " for routing and the layer (3 iterations, b0 absent), "
         << naive_name("digitcaps_backward", device) << " for the layer's backward and "
         << naive_name("capsconv", device) << " for the capsule convolution\n"
-        << "- device MB (DigitCaps, routing and DigitCaps backward rows on CUDA): device memory one call allocates beyond its inputs and outputs, "
+        << "- device MB (DigitCaps, routing and DigitCaps backward rows on CUDA): device memory one call allocates "
+           "beyond its inputs and outputs, "
            "measured with Halide's device-allocation cache on and emptied before the call (drop in "
            "cudaMemGetInfo's free memory; 2 MiB driver pages) and, for the hand-written CUDA, the "
            "cudaMallocAsync pool's high-water mark; the cache stays on for the timings "
@@ -936,12 +944,14 @@ void write_markdown(const std::string &path, const BenchArgs &a, const std::stri
         if (group != current) {
             flush_notes();
             current = group;
-            const std::string dims = !r.dims_text.empty()
-                                         ? r.dims_text
-                                         : "B=" + std::to_string(r.dims.batch) + " I=" + std::to_string(r.dims.in_caps) +
-                                               " K=" + std::to_string(r.dims.in_dim) + " J=" +
-                                               std::to_string(r.dims.out_caps) + " E=" + std::to_string(r.dims.out_dim);
-            out << "\n## " << r.op << ", " << r.shape << " (" << dims << "); bytes floor " << json_number(r.floor_bytes / 1e6) << " MB = " << json_number(r.floor_us)
+            const std::string dims =
+                !r.dims_text.empty()
+                    ? r.dims_text
+                    : "B=" + std::to_string(r.dims.batch) + " I=" + std::to_string(r.dims.in_caps) +
+                          " K=" + std::to_string(r.dims.in_dim) + " J=" + std::to_string(r.dims.out_caps) +
+                          " E=" + std::to_string(r.dims.out_dim);
+            out << "\n## " << r.op << ", " << r.shape << " (" << dims << "); bytes floor "
+                << json_number(r.floor_bytes / 1e6) << " MB = " << json_number(r.floor_us)
                 << " µs at the copy bandwidth"
                 << (r.u_hat_write_us > 0 ? "; writing u_hat once would take " + json_number(r.u_hat_write_us) +
                                                " µs at the write bandwidth"
@@ -1017,8 +1027,9 @@ void run_bench(BenchArgs &a) {
 #endif
     const double copy_gbs = measured_copy_bandwidth_gbs(device);
     const double write_gbs = measured_write_bandwidth_gbs(device);
-    std::printf("halcaps bench: %s (%s), seed %llu, measured now: copy %.0f GB/s (read + write), write-only %.0f GB/s\n",
-                device_label.c_str(), device_name(device), (unsigned long long)a.seed, copy_gbs, write_gbs);
+    std::printf(
+        "halcaps bench: %s (%s), seed %llu, measured now: copy %.0f GB/s (read + write), write-only %.0f GB/s\n",
+        device_label.c_str(), device_name(device), (unsigned long long)a.seed, copy_gbs, write_gbs);
 
     // Every CPU row is also put against the fp32 FMA peak, measured now on
     // the same machine, so each row shows its distance to the limit.
@@ -1063,7 +1074,8 @@ void run_bench(BenchArgs &a) {
         if (!r.valid) std::printf("    %s\n", r.check_summary.c_str());
         if (r.extra_bytes > 0) std::printf("    extra memory %.1f MB: %s\n", r.extra_bytes / 1e6, r.extra_note.c_str());
     }
-    if (!a.json_path.empty()) write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, fma_peak, rows, date);
+    if (!a.json_path.empty())
+        write_json(a.json_path, a, device_label, device, copy_gbs, write_gbs, fma_peak, rows, date);
     if (!a.markdown_path.empty()) {
         write_markdown(a.markdown_path, a, device_label, device, copy_gbs, write_gbs, fma_peak, rows, date);
     }
@@ -1088,8 +1100,8 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
                     "predict, predict_backward, digitcaps (the layer, 3 iterations), route (routing alone), "
                     "digitcaps_backward (the layer's gradients, 3 iterations), capsconv (the 4x4-pose capsule "
                     "convolution), or all")
-        ->check(CLI::IsMember({"predict", "predict_backward", "digitcaps", "route", "digitcaps_backward", "capsconv",
-                               "all"}))
+        ->check(CLI::IsMember(
+            {"predict", "predict_backward", "digitcaps", "route", "digitcaps_backward", "capsconv", "all"}))
         ->capture_default_str();
     cmd->add_option("--shapes", args->shapes,
                     "shapes to run: mnist_b128, mnist_b512, wide_b32, or B:I:K:J:E (comma-separated)")
@@ -1103,7 +1115,8 @@ void add_bench_command(CLI::App &app, const std::string &command_line) {
                     "only these implementations (comma-separated; see `halcaps info`; also cublas_gemm_only, "
                     "cudnn_core and naive-openmp); default: all")
         ->delimiter(',');
-    cmd->add_option("--warmup", args->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
+    cmd->add_option("--warmup", args->warmup, "untimed calls before timing")
+        ->check(CLI::Range(0, 100000))
         ->capture_default_str();
     cmd->add_option("--repeats", args->repeats, "timed calls; the median is reported (at least 20 for results)")
         ->check(CLI::Range(1, 100000))

@@ -22,12 +22,12 @@ namespace {
 struct CapsConvArgs {
     // n, H, W, ci, kh, kw, co, stride, pad: Vaidya's seed problem.
     reference::CapsConvShape shape{1, 128, 128, 3, 5, 5, 1, 1, 0};
-    int kernel = 0;  // --kernel sets kh = kw (checked only when given)
+    int kernel = 0;              // --kernel sets kh = kw (checked only when given)
     std::string implementation;  // empty: the default; "all": every one
     bool backward = false, baseline = true;
-    std::string device = "cpu";  // cpu, cuda or auto
-    std::string input_path, filter_path, grad_output_path;              // inputs
-    std::string output_path, grad_input_path, grad_filter_path;         // outputs
+    std::string device = "cpu";                                  // cpu, cuda or auto
+    std::string input_path, filter_path, grad_output_path;       // inputs
+    std::string output_path, grad_input_path, grad_filter_path;  // outputs
     std::string save_inputs_prefix;
     int warmup = 2, repeats = 10;
     uint64_t seed = 0;
@@ -60,18 +60,19 @@ void run(CapsConvArgs &a, bool kernel_given) {
         if (a.kernel < 1) throw UsageError{"--kernel/-k is " + std::to_string(a.kernel) + "; it must be at least 1"};
         s.kernel_h = s.kernel_w = a.kernel;
     }
-    const std::pair<int64_t, const char *> extents[] = {{s.batch, "--batch"},    {s.height, "--height"},
-                                                        {s.width, "--width"},    {s.in_caps, "--in-caps"},
-                                                        {s.kernel_h, "--kh"},    {s.kernel_w, "--kw"},
-                                                        {s.out_caps, "--out-caps"}};
+    const std::pair<int64_t, const char *> extents[] = {
+        {s.batch, "--batch"}, {s.height, "--height"}, {s.width, "--width"},      {s.in_caps, "--in-caps"},
+        {s.kernel_h, "--kh"}, {s.kernel_w, "--kw"},   {s.out_caps, "--out-caps"}};
     for (const auto &[extent, flag] : extents) {
-        if (extent <= 0) throw UsageError{std::string(flag) + " is " + std::to_string(extent) + "; it must be positive"};
+        if (extent <= 0)
+            throw UsageError{std::string(flag) + " is " + std::to_string(extent) + "; it must be positive"};
     }
     // The library takes int stride and pad (bad_parameter below 1 and 0); the
     // output's extents are computed here, so they are checked here first.
     constexpr int64_t int_max = std::numeric_limits<int>::max();
     if (s.stride < 1 || s.stride > int_max) {
-        throw UsageError{"--stride is " + std::to_string(s.stride) + "; it must be from 1 to " + std::to_string(int_max)};
+        throw UsageError{"--stride is " + std::to_string(s.stride) + "; it must be from 1 to " +
+                         std::to_string(int_max)};
     }
     if (s.pad < 0 || s.pad > int_max) {
         throw UsageError{"--pad is " + std::to_string(s.pad) + "; it must be from 0 to " + std::to_string(int_max)};
@@ -97,12 +98,13 @@ void run(CapsConvArgs &a, bool kernel_given) {
     const Device device = parse_device(a.device);
     // The naive OpenMP loops are the CPU's comparison point only.
     if (device == Device::cuda) a.baseline = false;
-    std::printf("halcaps capsconv: device %s, n=%lld %lldx%lld ci=%lld, filter %lldx%lld co=%lld, stride %lld, "
-                "pad %lld -> %lldx%lld, %.3f GFLOP, seed %llu\n",
-                device == Device::cuda ? cuda_device_name().c_str() : "cpu", (long long)s.batch, (long long)s.height, (long long)s.width, (long long)s.in_caps,
-                (long long)s.kernel_h, (long long)s.kernel_w, (long long)s.out_caps, (long long)s.stride,
-                (long long)s.pad, (long long)s.out_height(), (long long)s.out_width(), s.flops() / 1e9,
-                (unsigned long long)a.seed);
+    std::printf(
+        "halcaps capsconv: device %s, n=%lld %lldx%lld ci=%lld, filter %lldx%lld co=%lld, stride %lld, "
+        "pad %lld -> %lldx%lld, %.3f GFLOP, seed %llu\n",
+        device == Device::cuda ? cuda_device_name().c_str() : "cpu", (long long)s.batch, (long long)s.height,
+        (long long)s.width, (long long)s.in_caps, (long long)s.kernel_h, (long long)s.kernel_w, (long long)s.out_caps,
+        (long long)s.stride, (long long)s.pad, (long long)s.out_height(), (long long)s.out_width(), s.flops() / 1e9,
+        (unsigned long long)a.seed);
     Tensor input(input_shape, device, "input [n, H, W, ci, 4, 4]");
     Tensor filter(filter_shape, device, "filter [kh, kw, ci, co, 4, 4]");
     Tensor output(output_shape, device, "output [n, OH, OW, co, 4, 4]");
@@ -219,9 +221,10 @@ void run(CapsConvArgs &a, bool kernel_given) {
 void add_capsconv_command(CLI::App &app) {
     auto a = std::make_shared<CapsConvArgs>();
     CLI::App *cmd = app.add_subcommand(
-        "capsconv", "The 4x4-pose capsule convolution on the CPU or a CUDA device (default: Vaidya's seed problem) on "
-                    "random inputs or .npy files; checks every result against the float64 reference, then times it "
-                    "against the naive OpenMP loops.");
+        "capsconv",
+        "The 4x4-pose capsule convolution on the CPU or a CUDA device (default: Vaidya's seed problem) on "
+        "random inputs or .npy files; checks every result against the float64 reference, then times it "
+        "against the naive OpenMP loops.");
     auto &s = a->shape;
     std::vector<CLI::Option *> shape_flags;
     shape_flags.push_back(cmd->add_option("--batch,-n", s.batch, "batch n")->capture_default_str());
@@ -237,7 +240,8 @@ void add_capsconv_command(CLI::App &app) {
     cmd->add_option("--stride", s.stride, "stride")->capture_default_str();
     cmd->add_option("--pad", s.pad, "zero padding on every side")->capture_default_str();
     cmd->add_option("--schedule", a->implementation,
-                    "implementation to run (see `halcaps info`); default: the runtime's default for the device and shape; 'all': every one built");
+                    "implementation to run (see `halcaps info`); default: the runtime's default for the device and "
+                    "shape; 'all': every one built");
     cmd->add_option("--device", a->device, "cpu, cuda, opencl, or auto (cuda when a CUDA device is present)")
         ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
@@ -267,9 +271,11 @@ void add_capsconv_command(CLI::App &app) {
                     "write the inputs used to PREFIXinput.npy and PREFIXfilter.npy, and with --backward "
                     "PREFIXgrad_output.npy (to rerun on the same data)");
     cmd->add_flag("!--no-baseline", a->baseline, "skip the naive OpenMP loops");
-    cmd->add_option("--warmup", a->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
+    cmd->add_option("--warmup", a->warmup, "untimed calls before timing")
+        ->check(CLI::Range(0, 100000))
         ->capture_default_str();
-    cmd->add_option("--repeats", a->repeats, "timed calls; the median is reported")->check(CLI::Range(1, 100000))
+    cmd->add_option("--repeats", a->repeats, "timed calls; the median is reported")
+        ->check(CLI::Range(1, 100000))
         ->capture_default_str();
     cmd->add_option("--seed", a->seed, "random seed for the inputs (0: draw one and print it)")->capture_default_str();
     cmd->callback([a, kernel] { run(*a, kernel->count() > 0); });

@@ -76,8 +76,8 @@ Tensor::Tensor(std::vector<int64_t> shape, Device device, std::string what)
     try {
         host_.resize(static_cast<size_t>(count));
     } catch (const std::bad_alloc &) {
-        throw UsageError{what_ + " = " + shape_string(shape_) + ": cannot allocate " +
-                         bytes_string(4.0 * count) + " of host memory"};
+        throw UsageError{what_ + " = " + shape_string(shape_) + ": cannot allocate " + bytes_string(4.0 * count) +
+                         " of host memory"};
     }
 #if HALCAPS_WITH_CUDA
     if (device_ == Device::cuda) {
@@ -179,8 +179,9 @@ Device parse_device(const std::string &name) {
     if (name == "opencl") {
         if (!opencl_built()) throw UsageError{"--device opencl: this build of halcaps has no OpenCL support"};
         if (!opencl_device_available()) {
-            throw UsageError{"--device opencl: no OpenCL device is present (HL_OCL_PLATFORM_NAME and "
-                             "HL_OCL_DEVICE_TYPE choose the platform and device type)"};
+            throw UsageError{
+                "--device opencl: no OpenCL device is present (HL_OCL_PLATFORM_NAME and "
+                "HL_OCL_DEVICE_TYPE choose the platform and device type)"};
         }
         return Device::opencl;
     }

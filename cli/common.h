@@ -44,10 +44,10 @@ public:
     // runs past the file's values.
     void assign(const npy::Array &array, const std::string &source);
     void fill_normal(std::mt19937_64 &rng);
-    void poison();              // NaN everywhere (host and device copies)
-    void upload();              // host -> device (no-op on cpu)
-    void download();            // device -> host (no-op on cpu)
-    TensorView view();          // of the copy the kernels use
+    void poison();      // NaN everywhere (host and device copies)
+    void upload();      // host -> device (no-op on cpu)
+    void download();    // device -> host (no-op on cpu)
+    TensorView view();  // of the copy the kernels use
 
 private:
     std::vector<int64_t> shape_;
@@ -108,8 +108,8 @@ Timing time_calls(Device device, int warmup, int repeats, const std::function<vo
 struct DeviceTimer {
     std::function<void(double us)> enqueue_wait;  // the wait kernel, for `us` of device time
     std::function<void()> record_start, record_stop;
-    std::function<bool()> start_done;             // whether the start event has fired
-    std::function<double()> elapsed_us;           // waits for the stop event; start to stop
+    std::function<bool()> start_done;    // whether the start event has fired
+    std::function<double()> elapsed_us;  // waits for the stop event; start to stop
 };
 // Both CUDA times of `repeats` calls (no warm-up), as Timing describes.
 Timing time_device_calls(const DeviceTimer &timer, int repeats, const std::function<void()> &call);

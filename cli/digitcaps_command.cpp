@@ -27,15 +27,15 @@ struct RoutingArgs {
     bool with_b0 = false;
     std::string implementation;  // empty: the default; "all": every one
     bool backward = false;
-    std::string u_path, W_path, u_hat_path, b0_path, grad_v_path;                    // inputs
+    std::string u_path, W_path, u_hat_path, b0_path, grad_v_path;                   // inputs
     std::string out_path, grad_u_path, grad_W_path, grad_u_hat_path, grad_b0_path;  // outputs
     std::string save_inputs_prefix;
     int warmup = 2, repeats = 10;
     uint64_t seed = 0;
 };
 
-void print_row(const char *op, const std::string &implementation, const reference::Comparison &check,
-               const Timing &t, double fastest_us) {
+void print_row(const char *op, const std::string &implementation, const reference::Comparison &check, const Timing &t,
+               double fastest_us) {
     std::printf("%-9s %-14s %-6s %10.1f %10.1f %8.2fx   %s\n", op, implementation.c_str(),
                 check.passed ? "ok" : "WRONG", t.median_us, t.min_us, t.median_us / fastest_us,
                 check.summary().c_str());
@@ -61,22 +61,26 @@ void run(RoutingArgs &a) {
         u_hat_file = load_npy_input("--u-hat", a.u_hat_path, {"batch", "in_caps", "out_caps", "out_dim"});
         s = {u_hat_file->extent(0), u_hat_file->extent(1), 1, u_hat_file->extent(2), u_hat_file->extent(3)};
     }
-    const std::pair<int64_t, const char *> extents[] = {{s.batch, "--batch"},   {s.in_caps, "--in-caps"},
-                                                        {s.in_dim, "--in-dim"}, {s.out_caps, "--out-caps"},
+    const std::pair<int64_t, const char *> extents[] = {{s.batch, "--batch"},
+                                                        {s.in_caps, "--in-caps"},
+                                                        {s.in_dim, "--in-dim"},
+                                                        {s.out_caps, "--out-caps"},
                                                         {s.out_dim, "--out-dim"}};
     for (const auto &[extent, flag] : extents) {
-        if (extent <= 0) throw UsageError{std::string(flag) + " is " + std::to_string(extent) + "; it must be positive"};
+        if (extent <= 0)
+            throw UsageError{std::string(flag) + " is " + std::to_string(extent) + "; it must be positive"};
     }
     if (!a.b0_path.empty()) {
         b0_file = load_npy_input("--b0-file", a.b0_path, {"in_caps", "out_caps"});
         a.with_b0 = true;
     }
-    if (!a.grad_v_path.empty()) grad_v_file = load_npy_input("--grad-v", a.grad_v_path, {"batch", "out_caps", "out_dim"});
+    if (!a.grad_v_path.empty())
+        grad_v_file = load_npy_input("--grad-v", a.grad_v_path, {"batch", "out_caps", "out_dim"});
 
     // Only the tensors this op uses; every size is checked before the first is allocated.
-    const std::vector<int64_t> u_shape{s.batch, s.in_caps, s.in_dim}, W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim},
-        u_hat_shape{s.batch, s.in_caps, s.out_caps, s.out_dim}, b0_shape{s.in_caps, s.out_caps},
-        v_shape{s.batch, s.out_caps, s.out_dim};
+    const std::vector<int64_t> u_shape{s.batch, s.in_caps, s.in_dim},
+        W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim}, u_hat_shape{s.batch, s.in_caps, s.out_caps, s.out_dim},
+        b0_shape{s.in_caps, s.out_caps}, v_shape{s.batch, s.out_caps, s.out_dim};
     const char *u_what = "u [batch, in_caps, in_dim]", *W_what = "W [in_caps, out_caps, out_dim, in_dim]",
                *u_hat_what = "u_hat [batch, in_caps, out_caps, out_dim]";
     if (a.layer) {
@@ -92,10 +96,9 @@ void run(RoutingArgs &a) {
     std::mt19937_64 rng(a.seed);
     const char *op = a.layer ? "digitcaps" : "route";
     std::printf("halcaps %s: device %s, B=%lld I=%lld%s J=%lld E=%lld, %d iterations, b0 %s, seed %llu\n", op,
-                device == Device::cuda ? cuda_device_name().c_str() : "cpu",
-                (long long)s.batch, (long long)s.in_caps,
-                a.layer ? (" K=" + std::to_string(s.in_dim)).c_str() : "", (long long)s.out_caps,
-                (long long)s.out_dim, a.iterations, a.with_b0 ? "given" : "zeros", (unsigned long long)a.seed);
+                device == Device::cuda ? cuda_device_name().c_str() : "cpu", (long long)s.batch, (long long)s.in_caps,
+                a.layer ? (" K=" + std::to_string(s.in_dim)).c_str() : "", (long long)s.out_caps, (long long)s.out_dim,
+                a.iterations, a.with_b0 ? "given" : "zeros", (unsigned long long)a.seed);
 
     std::unique_ptr<Tensor> u, W, u_hat;
     if (a.layer) {
@@ -184,7 +187,8 @@ void run(RoutingArgs &a) {
             grad_u = std::make_unique<Tensor>(u_shape, device, "grad_u [batch, in_caps, in_dim]");
             grad_W = std::make_unique<Tensor>(W_shape, device, "grad_W [in_caps, out_caps, out_dim, in_dim]");
         } else {
-            grad_u_hat = std::make_unique<Tensor>(u_hat_shape, device, "grad_u_hat [batch, in_caps, out_caps, out_dim]");
+            grad_u_hat =
+                std::make_unique<Tensor>(u_hat_shape, device, "grad_u_hat [batch, in_caps, out_caps, out_dim]");
         }
         Tensor grad_b0(b0_shape, device, "grad_b0 [in_caps, out_caps]");
         std::vector<double> ref_a, ref_W, ref_b0;  // once the library has accepted the arguments
@@ -256,15 +260,18 @@ CommonOptions add_common_options(CLI::App *cmd, RoutingArgs &a) {
         ->check(CLI::IsMember({"cpu", "cuda", "opencl", "auto"}))
         ->capture_default_str();
     o.shape_flags.push_back(cmd->add_option("--batch,-B", a.shape.batch, "batch size B")->capture_default_str());
-    o.shape_flags.push_back(cmd->add_option("--in-caps,-I", a.shape.in_caps, "input capsules I")->capture_default_str());
-    o.shape_flags.push_back(cmd->add_option("--out-caps,-J", a.shape.out_caps, "output capsules J")->capture_default_str());
+    o.shape_flags.push_back(
+        cmd->add_option("--in-caps,-I", a.shape.in_caps, "input capsules I")->capture_default_str());
+    o.shape_flags.push_back(
+        cmd->add_option("--out-caps,-J", a.shape.out_caps, "output capsules J")->capture_default_str());
     o.shape_flags.push_back(
         cmd->add_option("--out-dim,-E", a.shape.out_dim, "output capsule dimension E")->capture_default_str());
     cmd->add_option("--iterations,-r", a.iterations,
                     "routing iterations (`halcaps info` lists the counts each implementation runs; the library "
                     "refuses others)")
         ->capture_default_str();
-    auto *random_b0 = cmd->add_flag("--b0", a.with_b0, "pass random initial logits b0 [I, J] (default: none, i.e. zeros)");
+    auto *random_b0 =
+        cmd->add_flag("--b0", a.with_b0, "pass random initial logits b0 [I, J] (default: none, i.e. zeros)");
     cmd->add_option("--b0-file", a.b0_path, "read b0 [I, J] from this .npy file")
         ->check(CLI::ExistingFile)
         ->excludes(random_b0);
@@ -283,9 +290,11 @@ CommonOptions add_common_options(CLI::App *cmd, RoutingArgs &a) {
     cmd->add_option("--save-inputs", a.save_inputs_prefix,
                     "write the inputs used to PREFIX<name>.npy (u and W, or u_hat; b0 when given; grad_v with "
                     "--backward), to rerun on the same data");
-    cmd->add_option("--warmup", a.warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
+    cmd->add_option("--warmup", a.warmup, "untimed calls before timing")
+        ->check(CLI::Range(0, 100000))
         ->capture_default_str();
-    cmd->add_option("--repeats", a.repeats, "timed calls; the median is reported")->check(CLI::Range(1, 100000))
+    cmd->add_option("--repeats", a.repeats, "timed calls; the median is reported")
+        ->check(CLI::Range(1, 100000))
         ->capture_default_str();
     cmd->add_option("--seed", a.seed, "random seed for the inputs (0: draw one and print it)")->capture_default_str();
     return o;
@@ -295,14 +304,17 @@ CommonOptions add_common_options(CLI::App *cmd, RoutingArgs &a) {
 
 void add_digitcaps_commands(CLI::App &app) {
     auto layer = std::make_shared<RoutingArgs>();
-    CLI::App *cmd = app.add_subcommand(
-        "digitcaps", "The DigitCaps layer v = route(W u, b0) (on the CPU in one pipeline, u_hat never stored), "
-                     "checks every result against the float64 reference, then times it.");
+    CLI::App *cmd =
+        app.add_subcommand("digitcaps",
+                           "The DigitCaps layer v = route(W u, b0) (on the CPU in one pipeline, u_hat never stored), "
+                           "checks every result against the float64 reference, then times it.");
     CommonOptions layer_options = add_common_options(cmd, *layer);
     layer_options.shape_flags.push_back(
         cmd->add_option("--in-dim,-K", layer->shape.in_dim, "input capsule dimension K")->capture_default_str());
-    auto *u_in = cmd->add_option("--u", layer->u_path, "read u [B, I, K] from this .npy file")->check(CLI::ExistingFile);
-    auto *W_in = cmd->add_option("--W", layer->W_path, "read W [I, J, E, K] from this .npy file")->check(CLI::ExistingFile);
+    auto *u_in =
+        cmd->add_option("--u", layer->u_path, "read u [B, I, K] from this .npy file")->check(CLI::ExistingFile);
+    auto *W_in =
+        cmd->add_option("--W", layer->W_path, "read W [I, J, E, K] from this .npy file")->check(CLI::ExistingFile);
     u_in->needs(W_in);
     W_in->needs(u_in);
     for (CLI::Option *shape_flag : layer_options.shape_flags) u_in->excludes(shape_flag);
@@ -315,15 +327,18 @@ void add_digitcaps_commands(CLI::App &app) {
 
     auto routing = std::make_shared<RoutingArgs>();
     routing->layer = false;
-    CLI::App *route_cmd = app.add_subcommand(
-        "route", "Dynamic routing v = route(u_hat, b0); checks every result against the float64 "
-                 "reference, then times it.");
+    CLI::App *route_cmd =
+        app.add_subcommand("route",
+                           "Dynamic routing v = route(u_hat, b0); checks every result against the float64 "
+                           "reference, then times it.");
     CommonOptions route_options = add_common_options(route_cmd, *routing);
-    auto *u_hat_in = route_cmd->add_option("--u-hat", routing->u_hat_path, "read u_hat [B, I, J, E] from this .npy file")
-                         ->check(CLI::ExistingFile);
+    auto *u_hat_in =
+        route_cmd->add_option("--u-hat", routing->u_hat_path, "read u_hat [B, I, J, E] from this .npy file")
+            ->check(CLI::ExistingFile);
     for (CLI::Option *shape_flag : route_options.shape_flags) u_hat_in->excludes(shape_flag);
-    route_cmd->add_option("--out-grad-u-hat", routing->grad_u_hat_path,
-                          "write grad_u_hat [B, I, J, E] to this .npy file (needs --backward)")
+    route_cmd
+        ->add_option("--out-grad-u-hat", routing->grad_u_hat_path,
+                     "write grad_u_hat [B, I, J, E] to this .npy file (needs --backward)")
         ->needs(route_options.backward);
     route_cmd->callback([routing] { run(*routing); });
 }

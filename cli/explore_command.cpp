@@ -203,10 +203,9 @@ void explore_build(const BuildArgs &a) {
         write_points(a.out_dir, space, target, built, 0);  // usable if interrupted
         const double elapsed = seconds_since(t0);
         const double left = elapsed / (n + 1) * (rows.size() - n - 1);
-        std::printf("[%zu/%zu] %-44s compile %5.2fs link %4.2fs %s | elapsed %s, ~%s left\n", n + 1,
-                    rows.size(), rows[n].label.c_str(), p.compiled.compile_s, p.compiled.link_s,
-                    p.compiled.ok ? "ok" : p.compiled.error.c_str(), duration(elapsed).c_str(),
-                    duration(left).c_str());
+        std::printf("[%zu/%zu] %-44s compile %5.2fs link %4.2fs %s | elapsed %s, ~%s left\n", n + 1, rows.size(),
+                    rows[n].label.c_str(), p.compiled.compile_s, p.compiled.link_s,
+                    p.compiled.ok ? "ok" : p.compiled.error.c_str(), duration(elapsed).c_str(), duration(left).c_str());
         std::fflush(stdout);
     }
     write_points(a.out_dir, space, target, built, skipped);
@@ -259,8 +258,11 @@ PointsFile read_points(const std::string &dir) {
         }
     }
     if (!explore_can_run(f.op)) {
-        throw UsageError{dir + "/points.tsv: explore run handles predict (and its gradients), digitcaps, "
-                         "digitcaps_fused and capsconv, not '" + f.op + "'; time its rows (built into the library) "
+        throw UsageError{dir +
+                         "/points.tsv: explore run handles predict (and its gradients), digitcaps, "
+                         "digitcaps_fused and capsconv, not '" +
+                         f.op +
+                         "'; time its rows (built into the library) "
                          "with `halcaps bench`"};
     }
     return f;
@@ -273,7 +275,7 @@ struct Result {
     double us = std::nan(""), gbs = std::nan(""), gflops = std::nan("");
     double call_us = std::nan("");  // one call on an idle stream (Timing); us is the device's time
     bool host_bound = false;        // us includes host time (Timing)
-    std::string check;  // the comparison's summary or the error
+    std::string check;              // the comparison's summary or the error
 };
 
 // Checks and times one point. Inputs are host buffers marked dirty: for
@@ -388,8 +390,8 @@ void write_results(const RunArgs &a, const PointsFile &f, const ExploreProblem &
     json << "{\n  \"operator\": " << json_string(f.op) << ",\n  \"device\": " << json_string(f.device)
          << ",\n  \"target\": " << json_string(f.target) << ",\n  \"space\": " << json_string(f.space)
          << ",\n  \"shape\": {\"name\": " << json_string(p.shape_name) << ", " << p.shape_json.substr(1)
-         << ",\n  \"repeats\": " << a.repeats
-         << ",\n  \"best\": " << (best ? json_string(best->name) : "null") << ",\n  \"points\": [";
+         << ",\n  \"repeats\": " << a.repeats << ",\n  \"best\": " << (best ? json_string(best->name) : "null")
+         << ",\n  \"points\": [";
     for (size_t n = 0; n < rows.size(); n++) {
         const auto &r = rows[n];
         json << (n ? "," : "") << "\n    {\"point\": " << json_string(r.name) << ", \"knobs\": {";
@@ -400,10 +402,9 @@ void write_results(const RunArgs &a, const PointsFile &f, const ExploreProblem &
         json << "}, \"autoscheduler\": " << (r.autoscheduler.empty() ? "null" : json_string(r.autoscheduler))
              << ", \"compile_s\": " << json_number(r.compile_s)
              << ", \"compile_cpu_s\": " << json_number(r.compile_cpu_s)
-             << ", \"valid\": " << (r.valid ? "true" : "false")
-             << ", \"us\": " << json_number(r.us) << ", \"gbs\": " << json_number(r.gbs)
-             << ", \"gflops\": " << json_number(r.gflops) << ", \"call_us\": " << json_number(r.call_us)
-             << ", \"host_bound\": " << (r.host_bound ? "true" : "false")
+             << ", \"valid\": " << (r.valid ? "true" : "false") << ", \"us\": " << json_number(r.us)
+             << ", \"gbs\": " << json_number(r.gbs) << ", \"gflops\": " << json_number(r.gflops)
+             << ", \"call_us\": " << json_number(r.call_us) << ", \"host_bound\": " << (r.host_bound ? "true" : "false")
              << ", \"check\": " << json_string(r.check) << "}";
     }
     json << "\n  ]\n}\n";
@@ -434,9 +435,9 @@ void explore_run(const RunArgs &a) {
     std::mt19937_64 rng(a.seed);
     ExploreProblem problem = make_explore_problem(f.op, shape, cuda ? Device::cuda : Device::cpu, rng);
 
-    std::printf("explore run: %s on %s, shape %s, %zu points (%s), %d repeats, %zu input sets rotated\n",
-                f.op.c_str(), f.device.c_str(), problem.shape_name.c_str(), f.points.size(), f.target.c_str(),
-                a.repeats, problem.input_sets.size());
+    std::printf("explore run: %s on %s, shape %s, %zu points (%s), %d repeats, %zu input sets rotated\n", f.op.c_str(),
+                f.device.c_str(), problem.shape_name.c_str(), f.points.size(), f.target.c_str(), a.repeats,
+                problem.input_sets.size());
     const auto t0 = Clock::now();
     std::vector<Result> rows;
     const Result *best = nullptr;
@@ -455,8 +456,8 @@ void explore_run(const RunArgs &a) {
         const double left = elapsed / (n + 1) * (f.points.size() - n - 1);
         const char *verdict = r.valid ? "ok   " : r.check.find("failed") != std::string::npos ? "ERROR" : "WRONG";
         std::printf("[%zu/%zu] %-44s %s %10.1f us %7.1f GB/s | best %.1f us | elapsed %s, ~%s left\n", n + 1,
-                    f.points.size(), r.name.c_str(), verdict, r.us, r.gbs,
-                    best ? best->us : std::nan(""), duration(elapsed).c_str(), duration(left).c_str());
+                    f.points.size(), r.name.c_str(), verdict, r.us, r.gbs, best ? best->us : std::nan(""),
+                    duration(elapsed).c_str(), duration(left).c_str());
         if (!r.valid) std::printf("        %s\n", r.check.c_str());
         std::fflush(stdout);
     }
@@ -486,13 +487,15 @@ void add_explore_command(CLI::App &app) {
                       "also build the operator scheduled by this autoscheduler (repeatable; 'all': every one for "
                       "the device: Adams2019, Mullapudi2016, Li2018 on cpu, Anderson2021 on cuda)");
     build->add_option("--schedule", b->schedules, "also build this named schedule, e.g. cpu or tuned (repeatable)");
-    build->add_option("--plugin-dir", b->plugin_dir, "folder of the libautoschedule_*.so plugins (default: libHalide's)");
+    build->add_option("--plugin-dir", b->plugin_dir,
+                      "folder of the libautoschedule_*.so plugins (default: libHalide's)");
     build->add_option("--out", b->out_dir, "work directory for the objects and points.json")->required();
     build->add_option("--sample", b->sample, "compile N random points instead of all")->check(CLI::PositiveNumber);
     build->add_option("--seed", b->seed, "seed of --sample");
     build->add_option("--budget-minutes", b->budget_minutes, "stop compiling after this many minutes")
         ->check(CLI::PositiveNumber);
-    build->add_option("--generator", b->generator, "halcaps_generators executable (default: the one built with this tool)");
+    build->add_option("--generator", b->generator,
+                      "halcaps_generators executable (default: the one built with this tool)");
     build->add_option("--cxx", b->cxx, "compiler driver used to link the shared objects");
     build->add_option("--target", b->target,
                       "Halide target without device features (default: host for cpu, x86-64-linux for cuda)");
@@ -505,7 +508,9 @@ void add_explore_command(CLI::App &app) {
     run->add_option("--shape", r->shape,
                     "mnist_b128 (default), mnist_b512, wide_b32 or B:I:K:J:E; for capsconv layer (default), seed, "
                     "stride2 or n:H:W:ci:k:co:stride:pad");
-    run->add_option("--warmup", r->warmup, "untimed calls per point")->capture_default_str()->check(CLI::NonNegativeNumber);
+    run->add_option("--warmup", r->warmup, "untimed calls per point")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     run->add_option("--repeats", r->repeats, "timed calls per point (the median is kept)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fcntl.h>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -52,7 +52,8 @@ int run_logged(const std::vector<std::string> &argv, const std::string &log, dou
     struct rusage usage {};
     wait4(pid, &status, 0, &usage);
     if (cpu_s != nullptr) {
-        *cpu_s = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+        *cpu_s =
+            usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -109,9 +110,8 @@ std::string build_runtime(const CompileTools &tools, const std::string &target, 
     const std::string object = dir + "/halide_runtime.o";
     if (fs::exists(object)) return object;
     const std::string log = dir + "/halide_runtime.log";
-    const int rc = run_logged({tools.generator, "-r", "halide_runtime", "-e", "object", "-o", dir,
-                               "target=" + target},
-                              log);
+    const int rc =
+        run_logged({tools.generator, "-r", "halide_runtime", "-e", "object", "-o", dir, "target=" + target}, log);
     if (rc != 0 || !fs::exists(object)) {
         throw UsageError{"building the Halide runtime for " + target + " failed: " + last_line(log)};
     }
@@ -158,8 +158,17 @@ CompiledPoint compile_point(const CompileTools &tools, const std::string &op, co
     fs::remove(log);
 
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::string> argv = {tools.generator, "-g", op, "-e", "object,c_header", "-f", function, "-o", dir,
-                                     "target=" + target, "schedule=" + space::generator_spelling(point_name)};
+    std::vector<std::string> argv = {tools.generator,
+                                     "-g",
+                                     op,
+                                     "-e",
+                                     "object,c_header",
+                                     "-f",
+                                     function,
+                                     "-o",
+                                     dir,
+                                     "target=" + target,
+                                     "schedule=" + space::generator_spelling(point_name)};
     argv.insert(argv.end(), extra.begin(), extra.end());
     int rc = run_logged(argv, log, &c.compile_cpu_s);
     c.compile_s = seconds_since(t0);
@@ -167,8 +176,9 @@ CompiledPoint compile_point(const CompileTools &tools, const std::string &op, co
         // A generator killed by a signal (rc 128 + n: out of memory, a crash)
         // often leaves an empty log; the exit status is then all there is.
         const std::string last = last_line(log);
-        c.error = "compile failed (" + (rc > 128 ? "signal " + std::to_string(rc - 128) : "exit " + std::to_string(rc)) +
-                  ")" + (last.empty() ? std::string(": no output") : ": " + last);
+        c.error = "compile failed (" +
+                  (rc > 128 ? "signal " + std::to_string(rc - 128) : "exit " + std::to_string(rc)) + ")" +
+                  (last.empty() ? std::string(": no output") : ": " + last);
         return c;
     }
 

@@ -52,13 +52,13 @@ Autoscheduler find_autoscheduler(const std::string &name, const std::string &dev
 std::vector<std::string> autoscheduler_arguments(const Autoscheduler &a, const std::string &plugin_dir);
 
 struct CompiledPoint {
-    std::string function;    // exported function name
-    std::string library;     // path of the .so
-    double compile_s = 0;    // generator wall time (lowering + LLVM; with an autoscheduler, its search too)
+    std::string function;      // exported function name
+    std::string library;       // path of the .so
+    double compile_s = 0;      // generator wall time (lowering + LLVM; with an autoscheduler, its search too)
     double compile_cpu_s = 0;  // the generator's CPU time (user + system): less sensitive to a busy machine
-    double link_s = 0;       // linking the .so
+    double link_s = 0;         // linking the .so
     bool ok = false;
-    std::string error;       // last line of the generator's or linker's output
+    std::string error;  // last line of the generator's or linker's output
 };
 
 // Compiles `op` with schedule `point_name` for `target` into

@@ -46,8 +46,8 @@ struct CudaEvents {
     int (*module_load_data)(void **, const void *) = nullptr;
     int (*module_get_function)(void **, void *, const char *) = nullptr;
     int (*module_unload)(void *) = nullptr;
-    int (*launch_kernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
-                         void **, void **) = nullptr;
+    int (*launch_kernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                         void **) = nullptr;
 
     static const CudaEvents &get() {
         static const CudaEvents events = [] {

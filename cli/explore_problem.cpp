@@ -4,9 +4,9 @@
 #include <cstdio>
 
 #include "capsconv_reference.h"
-#include "predict_reference.h"
 #include "cli/shapes.h"
 #include "digitcaps_reference.h"
+#include "predict_reference.h"
 
 namespace halcaps::cli {
 
@@ -137,8 +137,8 @@ void make_capsconv(ExploreProblem &p, const CapsConvBenchShape &shape, Device de
 }  // namespace
 
 bool explore_can_run(const std::string &op) {
-    return op == "predict" || op == "predict_grad_input" || op == "predict_grad_weight" ||
-           op == "digitcaps" || op == "digitcaps_fused" || op == "capsconv";
+    return op == "predict" || op == "predict_grad_input" || op == "predict_grad_weight" || op == "digitcaps" ||
+           op == "digitcaps_fused" || op == "capsconv";
 }
 
 ExploreProblem make_explore_problem(const std::string &op, const std::string &shape, Device device,
@@ -151,8 +151,10 @@ ExploreProblem make_explore_problem(const std::string &op, const std::string &sh
     } else if (explore_can_run(op)) {
         make_prediction(p, op, parse_shape(shape), device, rng);
     } else {
-        throw UsageError{"explore run handles predict (and its gradients), digitcaps, digitcaps_fused and "
-                         "capsconv, not '" + op + "'; time its rows (built into the library) with `halcaps bench`"};
+        throw UsageError{
+            "explore run handles predict (and its gradients), digitcaps, digitcaps_fused and "
+            "capsconv, not '" +
+            op + "'; time its rows (built into the library) with `halcaps bench`"};
     }
     return p;
 }

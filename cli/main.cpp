@@ -37,7 +37,8 @@ std::string unknown_subcommand(const CLI::App &app, int argc, char **argv) {
         }
         if (next == nullptr) {
             const std::string where = current == &app ? "halcaps" : "halcaps " + current->get_name();
-            return "unknown subcommand '" + word + "' of " + where + "; valid subcommands: " + subcommand_names(*current);
+            return "unknown subcommand '" + word + "' of " + where +
+                   "; valid subcommands: " + subcommand_names(*current);
         }
         current = next;
     }
@@ -47,8 +48,9 @@ std::string unknown_subcommand(const CLI::App &app, int argc, char **argv) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    CLI::App app{"halcaps: capsule-network operators compiled ahead of time with Halide.\n"
-                 "Every run is checked against a float64 reference before it is timed."};
+    CLI::App app{
+        "halcaps: capsule-network operators compiled ahead of time with Halide.\n"
+        "Every run is checked against a float64 reference before it is timed."};
     app.require_subcommand(1);
     halcaps::cli::add_info_command(app);
     halcaps::cli::add_predict_command(app);

@@ -12,9 +12,9 @@
 
 #include <cstddef>
 #include <fstream>
-#include <sstream>
 #include <limits>
 #include <new>
+#include <sstream>
 
 // The float data is copied byte for byte between the file and memory, which is right only where
 // float is IEEE-754 binary32 stored little-endian, as on every platform this project targets.
@@ -30,10 +30,10 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
 constexpr std::size_t kVersionLen = 2;
-constexpr std::size_t kAlign = 64;               // NumPy's ARRAY_ALIGN: data starts on a 64-byte boundary
+constexpr std::size_t kAlign = 64;                // NumPy's ARRAY_ALIGN: data starts on a 64-byte boundary
 constexpr std::size_t kGrowthAxisMaxDigits = 21;  // NumPy's GROWTH_AXIS_MAX_DIGITS
 constexpr int64_t kFloatBytes = 4;
-constexpr const char* kDescr = "<f4";
+constexpr const char *kDescr = "<f4";
 
 // What the header dict says.
 struct Header {
@@ -47,7 +47,7 @@ struct Header {
 
 // The shape as Python's repr of a tuple writes it: "()", "(3,)", "(2, 3)". This is both what goes
 // into the header we write and how shapes appear in error messages.
-std::string format_shape(const std::vector<int64_t>& shape) {
+std::string format_shape(const std::vector<int64_t> &shape) {
     std::string text = "(";
     for (std::size_t i = 0; i < shape.size(); ++i) {
         if (i > 0) text += ", ";
@@ -61,7 +61,7 @@ std::string format_shape(const std::vector<int64_t>& shape) {
 // count would not fit in int64, so that the caller can use count * 4 without overflow. Like NumPy,
 // the nonzero extents must multiply without overflow even if another extent is 0; that keeps the
 // answer independent of the order of the extents.
-bool element_count(const std::vector<int64_t>& shape, int64_t* count, std::string* why) {
+bool element_count(const std::vector<int64_t> &shape, int64_t *count, std::string *why) {
     const int64_t max_count = std::numeric_limits<int64_t>::max() / kFloatBytes;
     int64_t nonzero_product = 1;
     bool has_zero = false;
@@ -95,9 +95,9 @@ bool element_count(const std::vector<int64_t>& shape, int64_t* count, std::strin
 // no Python 2 "3L" integers.
 class HeaderParser {
 public:
-    explicit HeaderParser(const std::string& text) : text_(text) {}
+    explicit HeaderParser(const std::string &text) : text_(text) {}
 
-    bool parse(Header* out, std::string* why) {
+    bool parse(Header *out, std::string *why) {
         bool seen_descr = false, seen_fortran = false, seen_shape = false;
         skip_space();
         if (!consume('{')) return fail("expected '{'", why);
@@ -140,7 +140,7 @@ public:
 
 private:
     // A quoted string without escapes, e.g. '<f4' or "shape".
-    bool parse_string(std::string* out, std::string* why) {
+    bool parse_string(std::string *out, std::string *why) {
         if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) {
             return fail("expected a quoted string", why);
         }
@@ -161,7 +161,7 @@ private:
     }
 
     // Python's True or False. Nothing else counts: NumPy rejects 0/1 here as well.
-    bool parse_bool(bool* out, std::string* why) {
+    bool parse_bool(bool *out, std::string *why) {
         if (consume_word("True")) {
             *out = true;
             return true;
@@ -175,7 +175,7 @@ private:
 
     // A tuple of integers: "()", "(3,)", "(2, 3)", "(2,3,)". "(3)" is not a tuple in Python
     // (it is the int 3), so it is rejected, as NumPy does.
-    bool parse_shape(std::vector<int64_t>* out, std::string* why) {
+    bool parse_shape(std::vector<int64_t> *out, std::string *why) {
         if (!consume('(')) return fail("'shape' must be a tuple such as (2, 3)", why);
         out->clear();
         bool comma_after_last = false;
@@ -199,7 +199,7 @@ private:
 
     // A decimal integer with an optional '-' (negative extents are parsed here so that the shape
     // check can name them; they are rejected there).
-    bool parse_int(int64_t* out, std::string* why) {
+    bool parse_int(int64_t *out, std::string *why) {
         const bool negative = consume('-');
         if (pos_ >= text_.size() || !is_digit(text_[pos_])) {
             return fail("expected an integer in 'shape'", why);
@@ -237,7 +237,7 @@ private:
     }
 
     // Consumes word if it comes next as a whole identifier (so "Falsey" is not False).
-    bool consume_word(const std::string& word) {
+    bool consume_word(const std::string &word) {
         if (text_.compare(pos_, word.size(), word) != 0) return false;
         const std::size_t end = pos_ + word.size();
         if (end < text_.size()) {
@@ -252,7 +252,7 @@ private:
 
     // Reports a syntax error with the offset and a short printable excerpt of what was found there,
     // keeping the message on one line.
-    bool fail(const std::string& what, std::string* why) const {
+    bool fail(const std::string &what, std::string *why) const {
         std::string near;
         for (std::size_t i = pos_; i < text_.size() && near.size() < 16; ++i) {
             const char c = text_[i];
@@ -263,12 +263,12 @@ private:
         return false;
     }
 
-    static bool fail_missing(const std::string& key, std::string* why) {
+    static bool fail_missing(const std::string &key, std::string *why) {
         *why = "malformed header: missing key '" + key + "'";
         return false;
     }
 
-    const std::string& text_;
+    const std::string &text_;
     std::size_t pos_ = 0;
 };
 
@@ -276,13 +276,13 @@ private:
 // Reading
 
 // Reads exactly n bytes, failing on a short read.
-bool read_exact(std::istream& in, char* dst, std::size_t n) {
+bool read_exact(std::istream &in, char *dst, std::size_t n) {
     in.read(dst, static_cast<std::streamsize>(n));
     return static_cast<std::size_t>(in.gcount()) == n;
 }
 
 // The file's size in bytes, leaving the stream at the start.
-bool file_size(std::istream& in, uint64_t* size) {
+bool file_size(std::istream &in, uint64_t *size) {
     in.seekg(0, std::ios::end);
     const std::streamoff end = in.tellg();
     in.seekg(0, std::ios::beg);
@@ -293,11 +293,10 @@ bool file_size(std::istream& in, uint64_t* size) {
 
 // Checks the magic string and version and reads the header length. On success the stream is at
 // the first byte of the header and *prefix_len counts the bytes before it.
-bool read_prefix(std::istream& in, uint64_t size, uint64_t* header_len, uint64_t* prefix_len,
-                 std::string* why) {
+bool read_prefix(std::istream &in, uint64_t size, uint64_t *header_len, uint64_t *prefix_len, std::string *why) {
     unsigned char lead[kMagicLen + kVersionLen] = {};
     const std::size_t lead_len = size < sizeof lead ? static_cast<std::size_t>(size) : sizeof lead;
-    if (!read_exact(in, reinterpret_cast<char*>(lead), lead_len)) {
+    if (!read_exact(in, reinterpret_cast<char *>(lead), lead_len)) {
         *why = "cannot read file";
         return false;
     }
@@ -322,7 +321,7 @@ bool read_prefix(std::istream& in, uint64_t size, uint64_t* header_len, uint64_t
     // Version 1.0 stores the header length in 2 bytes; 2.0 and 3.0 use 4 for bigger headers.
     const std::size_t len_bytes = major == 1 ? 2 : 4;
     unsigned char len_field[4] = {};
-    if (size < sizeof lead + len_bytes || !read_exact(in, reinterpret_cast<char*>(len_field), len_bytes)) {
+    if (size < sizeof lead + len_bytes || !read_exact(in, reinterpret_cast<char *>(len_field), len_bytes)) {
         *why = "file is truncated: it ends inside the header length";
         return false;
     }
@@ -334,8 +333,8 @@ bool read_prefix(std::istream& in, uint64_t size, uint64_t* header_len, uint64_t
 
 // Reads and parses the header dict. The file size is checked first, so a huge header length in a
 // small file never makes us allocate.
-bool read_header(std::istream& in, uint64_t size, uint64_t prefix_len, uint64_t header_len, Header* header,
-                 std::string* why) {
+bool read_header(std::istream &in, uint64_t size, uint64_t prefix_len, uint64_t header_len, Header *header,
+                 std::string *why) {
     const uint64_t available = size - prefix_len;
     if (header_len > available) {
         *why = "file is truncated: header length is " + std::to_string(header_len) + " bytes, but only " +
@@ -351,7 +350,7 @@ bool read_header(std::istream& in, uint64_t size, uint64_t prefix_len, uint64_t 
 }
 
 // Checks that the header describes data we can use as it is.
-bool check_header(const Header& header, std::string* why) {
+bool check_header(const Header &header, std::string *why) {
     if (header.descr != kDescr) {
         *why = "dtype '" + header.descr + "' is not supported (need float32 '" + kDescr + "')";
         return false;
@@ -364,13 +363,13 @@ bool check_header(const Header& header, std::string* why) {
 }
 
 // Reads the data that follows the header; the file must hold exactly that many bytes more.
-bool read_data(std::istream& in, uint64_t size, uint64_t data_offset, int64_t count, std::vector<float>* data,
-               std::string* why) {
+bool read_data(std::istream &in, uint64_t size, uint64_t data_offset, int64_t count, std::vector<float> *data,
+               std::string *why) {
     const uint64_t expected = static_cast<uint64_t>(count) * kFloatBytes;  // no overflow: see element_count
     const uint64_t found = size - data_offset;
     if (found != expected) {
-        *why = std::string(found < expected ? "file is truncated" : "file has trailing bytes") +
-               ": header promises " + std::to_string(expected) + " data bytes, found " + std::to_string(found);
+        *why = std::string(found < expected ? "file is truncated" : "file has trailing bytes") + ": header promises " +
+               std::to_string(expected) + " data bytes, found " + std::to_string(found);
         return false;
     }
     if (static_cast<uint64_t>(count) > data->max_size()) {
@@ -378,7 +377,7 @@ bool read_data(std::istream& in, uint64_t size, uint64_t data_offset, int64_t co
         return false;
     }
     data->resize(static_cast<std::size_t>(count));
-    if (!read_exact(in, reinterpret_cast<char*>(data->data()), static_cast<std::size_t>(expected))) {
+    if (!read_exact(in, reinterpret_cast<char *>(data->data()), static_cast<std::size_t>(expected))) {
         *why = "cannot read data";
         return false;
     }
@@ -386,7 +385,7 @@ bool read_data(std::istream& in, uint64_t size, uint64_t data_offset, int64_t co
 }
 
 // read_float32 on an open stream, without the path prefix on errors and without the out-of-memory guard.
-bool read_stream(std::istream& in, Array* out, std::string* why) {
+bool read_stream(std::istream &in, Array *out, std::string *why) {
     uint64_t size = 0;
     if (!file_size(in, &size)) {
         *why = "cannot read file (not a regular file?)";
@@ -410,7 +409,7 @@ bool read_stream(std::istream& in, Array* out, std::string* why) {
     return true;
 }
 
-bool read_file(const std::string& path, Array* out, std::string* why) {
+bool read_file(const std::string &path, Array *out, std::string *why) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         *why = "cannot open file";
@@ -423,9 +422,9 @@ bool read_file(const std::string& path, Array* out, std::string* why) {
 // Writing
 
 // The header text exactly as numpy.save writes it for a C-order '<f4' array.
-std::string make_header(const std::vector<int64_t>& shape) {
-    std::string header = std::string("{'descr': '") + kDescr + "', 'fortran_order': False, 'shape': " +
-                         format_shape(shape) + ", }";
+std::string make_header(const std::vector<int64_t> &shape) {
+    std::string header =
+        std::string("{'descr': '") + kDescr + "', 'fortran_order': False, 'shape': " + format_shape(shape) + ", }";
     // NumPy leaves room for the first extent to grow to 21 digits, so that a writer appending rows can
     // rewrite the header in place.
     if (!shape.empty()) header += std::string(kGrowthAxisMaxDigits - std::to_string(shape[0]).size(), ' ');
@@ -436,7 +435,7 @@ std::string make_header(const std::vector<int64_t>& shape) {
 }
 
 // write_float32 without the path prefix on errors and without the out-of-memory guard.
-bool write_file(const std::string& path, const std::vector<int64_t>& shape, const float* data, std::string* why) {
+bool write_file(const std::string &path, const std::vector<int64_t> &shape, const float *data, std::string *why) {
     int64_t count = 0;
     if (!element_count(shape, &count, why)) return false;
     if (count > 0 && data == nullptr) {
@@ -453,12 +452,19 @@ bool write_file(const std::string& path, const std::vector<int64_t>& shape, cons
         *why = "cannot open file for writing";
         return false;
     }
-    const char lead[] = {kMagic[0], kMagic[1], kMagic[2], kMagic[3], kMagic[4], kMagic[5],
-                         1, 0,  // version 1.0
-                         static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+    const char lead[] = {kMagic[0],
+                         kMagic[1],
+                         kMagic[2],
+                         kMagic[3],
+                         kMagic[4],
+                         kMagic[5],
+                         1,
+                         0,  // version 1.0
+                         static_cast<char>(header.size() & 0xff),
+                         static_cast<char>(header.size() >> 8)};
     out.write(lead, sizeof lead);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    if (count > 0) out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * kFloatBytes));
+    if (count > 0) out.write(reinterpret_cast<const char *>(data), static_cast<std::streamsize>(count * kFloatBytes));
     out.close();
     if (!out) {
         *why = "write failed (disk full?)";
@@ -469,39 +475,38 @@ bool write_file(const std::string& path, const std::vector<int64_t>& shape, cons
 
 }  // namespace
 
-bool read_float32(const std::string& path, Array* out, std::string* error) {
+bool read_float32(const std::string &path, Array *out, std::string *error) {
     std::string why;
     bool ok = false;
     try {
         ok = read_file(path, out, &why);
-    } catch (const std::bad_alloc&) {  // a file bigger than memory must not take the program down
+    } catch (const std::bad_alloc &) {  // a file bigger than memory must not take the program down
         why = "out of memory";
     }
     if (!ok) *error = path + ": " + why;
     return ok;
 }
 
-bool read_float32_from_memory(const std::string& name, const void* bytes, std::size_t size, Array* out,
-                              std::string* error) {
+bool read_float32_from_memory(const std::string &name, const void *bytes, std::size_t size, Array *out,
+                              std::string *error) {
     std::string why;
     bool ok = false;
     try {
-        std::istringstream in(std::string(static_cast<const char*>(bytes), size), std::ios::binary);
+        std::istringstream in(std::string(static_cast<const char *>(bytes), size), std::ios::binary);
         ok = read_stream(in, out, &why);
-    } catch (const std::bad_alloc&) {
+    } catch (const std::bad_alloc &) {
         why = "out of memory";
     }
     if (!ok) *error = name + ": " + why;
     return ok;
 }
 
-bool write_float32(const std::string& path, const std::vector<int64_t>& shape, const float* data,
-                   std::string* error) {
+bool write_float32(const std::string &path, const std::vector<int64_t> &shape, const float *data, std::string *error) {
     std::string why;
     bool ok = false;
     try {
         ok = write_file(path, shape, data, &why);
-    } catch (const std::bad_alloc&) {
+    } catch (const std::bad_alloc &) {
         why = "out of memory";
     }
     if (!ok) *error = path + ": " + why;

@@ -10,8 +10,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/npy.h"
-#include "predict_reference.h"
 #include "compare.h"
+#include "predict_reference.h"
 
 namespace halcaps::cli {
 
@@ -30,13 +30,12 @@ struct PredictArgs {
 };
 
 // One row of the results table.
-void print_row(const char *op, const std::string &implementation, const reference::Comparison *check,
-               const Timing &t, double bytes_floor, double flops, double copy_gbs) {
+void print_row(const char *op, const std::string &implementation, const reference::Comparison *check, const Timing &t,
+               double bytes_floor, double flops, double copy_gbs) {
     const double gbs = bytes_floor / (t.median_us * 1e3);
     std::printf("%-9s %-16s %-6s %10.1f %10.1f %9.1f %7.1f%% %9.1f   %s\n", op, implementation.c_str(),
                 check == nullptr ? "-" : (check->passed ? "ok" : "WRONG"), t.median_us, t.min_us, gbs,
-                100.0 * gbs / copy_gbs, flops / (t.median_us * 1e3),
-                check == nullptr ? "" : check->summary().c_str());
+                100.0 * gbs / copy_gbs, flops / (t.median_us * 1e3), check == nullptr ? "" : check->summary().c_str());
 }
 
 void run_predict(PredictArgs &a) {
@@ -51,16 +50,19 @@ void run_predict(PredictArgs &a) {
         a.shape = {u_file->extent(0), u_file->extent(1), u_file->extent(2), W_file->extent(1), W_file->extent(2)};
     }
     const auto &s = a.shape;
-    const std::pair<int64_t, const char *> extents[] = {{s.batch, "--batch"},   {s.in_caps, "--in-caps"},
-                                                        {s.in_dim, "--in-dim"}, {s.out_caps, "--out-caps"},
+    const std::pair<int64_t, const char *> extents[] = {{s.batch, "--batch"},
+                                                        {s.in_caps, "--in-caps"},
+                                                        {s.in_dim, "--in-dim"},
+                                                        {s.out_caps, "--out-caps"},
                                                         {s.out_dim, "--out-dim"}};
     for (const auto &[extent, flag] : extents) {
-        if (extent <= 0) throw UsageError{std::string(flag) + " is " + std::to_string(extent) + "; it must be positive"};
+        if (extent <= 0)
+            throw UsageError{std::string(flag) + " is " + std::to_string(extent) + "; it must be positive"};
     }
     if (!a.g_path.empty()) g_file = load_npy_input("--g", a.g_path, {"batch", "in_caps", "out_caps", "out_dim"});
     // Every tensor's size is checked before the first is allocated.
-    const std::vector<int64_t> u_shape{s.batch, s.in_caps, s.in_dim}, W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim},
-        u_hat_shape{s.batch, s.in_caps, s.out_caps, s.out_dim};
+    const std::vector<int64_t> u_shape{s.batch, s.in_caps, s.in_dim},
+        W_shape{s.in_caps, s.out_caps, s.out_dim, s.in_dim}, u_hat_shape{s.batch, s.in_caps, s.out_caps, s.out_dim};
     checked_element_count("u [batch, in_caps, in_dim]", u_shape);
     checked_element_count("W [in_caps, out_caps, out_dim, in_dim]", W_shape);
     checked_element_count("u_hat [batch, in_caps, out_caps, out_dim]", u_hat_shape);
@@ -72,7 +74,8 @@ void run_predict(PredictArgs &a) {
                 (long long)s.in_caps, (long long)s.in_dim, (long long)s.out_caps, (long long)s.out_dim,
                 (unsigned long long)a.seed);
 
-    Tensor u(u_shape, device, "u [batch, in_caps, in_dim]"), W(W_shape, device, "W [in_caps, out_caps, out_dim, in_dim]");
+    Tensor u(u_shape, device, "u [batch, in_caps, in_dim]"),
+        W(W_shape, device, "W [in_caps, out_caps, out_dim, in_dim]");
     Tensor u_hat(u_hat_shape, device, "u_hat [batch, in_caps, out_caps, out_dim]");
     if (u_file) {
         u.assign(u_file->array, u_file->source());
@@ -90,8 +93,8 @@ void run_predict(PredictArgs &a) {
 
     const double copy_gbs = measured_copy_bandwidth_gbs(device);
     std::printf("copy bandwidth measured now: %.0f GB/s (bytes read + written)\n", copy_gbs);
-    std::printf("%-9s %-16s %-6s %10s %10s %9s %8s %9s   %s\n", "op", "implementation", "check", "median_us",
-                "min_us", "GB/s", "%copy", "GFLOP/s", "error vs float64 reference");
+    std::printf("%-9s %-16s %-6s %10s %10s %9s %8s %9s   %s\n", "op", "implementation", "check", "median_us", "min_us",
+                "GB/s", "%copy", "GFLOP/s", "error vs float64 reference");
 
     int failures = 0;
     const double forward_bytes = 4.0 * (u.size() + W.size() + u_hat.size());
@@ -109,8 +112,8 @@ void run_predict(PredictArgs &a) {
         if (u_hat_ref.empty()) u_hat_ref = reference::predict_f64(s, u.host().data(), W.host().data());
         const auto result = reference::compare(u_hat.host().data(), u_hat_ref, forward_tol);
         failures += !result.passed;
-        const Timing t = time_calls(device, a.warmup, a.repeats,
-                                    [&] { check(predict(u.view(), W.view(), u_hat.view(), options)); });
+        const Timing t =
+            time_calls(device, a.warmup, a.repeats, [&] { check(predict(u.view(), W.view(), u_hat.view(), options)); });
         print_row("forward", row_label(name), &result, t, forward_bytes, forward_flops, copy_gbs);
         if (!a.u_hat_path.empty() && !saved) {
             save_npy(a.u_hat_path, u_hat);
@@ -193,7 +196,8 @@ void add_predict_command(CLI::App &app) {
         "on random inputs or .npy files; checks every result against the float64 reference, then times it.");
     auto *batch = cmd->add_option("--batch,-B", args->shape.batch, "batch size B")->capture_default_str();
     auto *in_caps = cmd->add_option("--in-caps,-I", args->shape.in_caps, "input capsules I")->capture_default_str();
-    auto *in_dim = cmd->add_option("--in-dim,-K", args->shape.in_dim, "input capsule dimension K")->capture_default_str();
+    auto *in_dim =
+        cmd->add_option("--in-dim,-K", args->shape.in_dim, "input capsule dimension K")->capture_default_str();
     auto *out_caps = cmd->add_option("--out-caps,-J", args->shape.out_caps, "output capsules J")->capture_default_str();
     auto *out_dim =
         cmd->add_option("--out-dim,-E", args->shape.out_dim, "output capsule dimension E")->capture_default_str();
@@ -224,9 +228,11 @@ void add_predict_command(CLI::App &app) {
     cmd->add_option("--save-inputs", args->save_inputs_prefix,
                     "write the inputs used to PREFIXu.npy and PREFIXW.npy, and with --backward PREFIXg.npy "
                     "(to rerun on the same data)");
-    cmd->add_option("--warmup", args->warmup, "untimed calls before timing")->check(CLI::Range(0, 100000))
+    cmd->add_option("--warmup", args->warmup, "untimed calls before timing")
+        ->check(CLI::Range(0, 100000))
         ->capture_default_str();
-    cmd->add_option("--repeats", args->repeats, "timed calls; the median is reported")->check(CLI::Range(1, 100000))
+    cmd->add_option("--repeats", args->repeats, "timed calls; the median is reported")
+        ->check(CLI::Range(1, 100000))
         ->capture_default_str();
     cmd->add_option("--seed", args->seed, "random seed for the inputs (0: draw one and print it)")
         ->capture_default_str();
@@ -234,7 +240,8 @@ void add_predict_command(CLI::App &app) {
 }
 
 void add_info_command(CLI::App &app) {
-    CLI::App *cmd = app.add_subcommand("info", "Show the build, the CUDA and OpenCL devices and every implementation by name.");
+    CLI::App *cmd =
+        app.add_subcommand("info", "Show the build, the CUDA and OpenCL devices and every implementation by name.");
     cmd->callback([] {
         std::printf("CUDA support built: %s\n", cuda_built() ? "yes" : "no");
         std::printf("CUDA device: %s\n", cuda_device_available() ? cuda_device_name().c_str() : "none");

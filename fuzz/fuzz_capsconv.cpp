@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     params.stride = make_param(in);
     params.pad = make_param(in);
     // The output's extents for these parameters where they make sense, else 1.
-    const int64_t stride = params.stride >= 1 ? params.stride : 1, pad = params.pad >= 0 && params.pad < 8 ? params.pad : 0;
+    const int64_t stride = params.stride >= 1 ? params.stride : 1,
+                  pad = params.pad >= 0 && params.pad < 8 ? params.pad : 0;
     const int64_t OH = H + 2 * pad >= kh ? (H + 2 * pad - kh) / stride + 1 : 1;
     const int64_t OW = W + 2 * pad >= kw ? (W + 2 * pad - kw) / stride + 1 : 1;
     const Options options = make_options(in);

@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fail("cannot write back what was read: " + error);
     }
     Array again;
-    if (!halcaps::npy::read_float32(scratch_path(), &again, &error)) fail("cannot read back what was written: " + error);
+    if (!halcaps::npy::read_float32(scratch_path(), &again, &error))
+        fail("cannot read back what was written: " + error);
     if (again.shape != array.shape || again.data.size() != array.data.size() ||
         (!again.data.empty() &&
          std::memcmp(again.data.data(), array.data.data(), again.data.size() * sizeof(float)) != 0)) {

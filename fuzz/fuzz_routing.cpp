@@ -61,10 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    {&u, &W, &b0, &routing_s, &grad_v, &grad_u, &grad_W, &grad_b0});
         break;
     case 7:
-        check_call("digitcaps_with_c",
-                   digitcaps_with_c(u.view, W.view, b0.view, v.view, routing_s.view, routing_c.view, iterations,
-                                    options),
-                   {&u, &W, &b0, &v, &routing_s, &routing_c});
+        check_call(
+            "digitcaps_with_c",
+            digitcaps_with_c(u.view, W.view, b0.view, v.view, routing_s.view, routing_c.view, iterations, options),
+            {&u, &W, &b0, &v, &routing_s, &routing_c});
         break;
     default:
         check_call("digitcaps_backward_with_c",

@@ -100,11 +100,15 @@ inline Arg make_arg(Bytes &in, std::vector<int64_t> shape, bool is_output, uint3
     bool null = false, is_absent = false, cuda = false;
     std::vector<int64_t> strides;
     switch (mutation) {
-    case null_data: null = true; break;
+    case null_data:
+        null = true;
+        break;
     case drop_dim:
         if (!shape.empty()) shape.erase(shape.begin() + d);
         break;
-    case add_dim: shape.insert(shape.begin() + (shape.empty() ? 0 : where % (shape.size() + 1)), in.small(3)); break;
+    case add_dim:
+        shape.insert(shape.begin() + (shape.empty() ? 0 : where % (shape.size() + 1)), in.small(3));
+        break;
     case zero_extent:
         if (!shape.empty()) shape[d] = 0;
         break;
@@ -124,9 +128,14 @@ inline Arg make_arg(Bytes &in, std::vector<int64_t> shape, bool is_output, uint3
         if (mutation == wrong_strides && !strides.empty()) strides[d] += 1 + in.byte() % 3;
         break;
     }
-    case cuda_space: cuda = true; break;
-    case absent: is_absent = true; break;
-    default: break;
+    case cuda_space:
+        cuda = true;
+        break;
+    case absent:
+        is_absent = true;
+        break;
+    default:
+        break;
     }
     if (is_absent) return a;  // TensorView{}: an optional argument left out, anything else refused
     double elements = 1;
@@ -178,7 +187,7 @@ inline int make_iterations(Bytes &in) {
     const uint8_t b = in.byte();
     if (b < 224) return b % 20 - 2;
     static const std::vector<int> extremes = {std::numeric_limits<int>::min(), -1000000, 1000000,
-                                              std::numeric_limits<int>::max(), 64, 100};
+                                              std::numeric_limits<int>::max(), 64,       100};
     return in.pick(extremes);
 }
 
@@ -203,7 +212,8 @@ inline void check_call(const char *op, const Status &status, const std::vector<c
     }
     if (!status.ok()) {
         if (status.message.empty()) fail(std::string(op) + ": a refusal without a message", status);
-        if (status.message.rfind(op, 0) != 0) fail(std::string(op) + ": the message does not start with the op", status);
+        if (status.message.rfind(op, 0) != 0)
+            fail(std::string(op) + ": the message does not start with the op", status);
         if (status.code == StatusCode::internal_error) fail(std::string(op) + ": internal_error", status);
         return;
     }

@@ -72,7 +72,7 @@ public:
 
     Input<int32_t> stride{"stride", 1, 1, 1 << 20};
     Input<int32_t> pad{"pad", 0, 0, 1 << 20};
-    Input<Buffer<float, 6>> g{"g"};   // dL/dO
+    Input<Buffer<float, 6>> g{"g"};  // dL/dO
     Input<Buffer<float, 6>> K{"K"};
     Output<Buffer<float, 6>> grad_I{"grad_I"};
 
@@ -94,9 +94,8 @@ public:
         s.stride = stride;
         s.accum = Func("grad_I_accum");
         s.accum(s.c, s.i, s.ci, s.x, s.y, s.n) = 0.0f;
-        s.accum(s.c, s.i, s.ci, s.x, s.y, s.n) +=
-            select(hits, s.g_pad(r.x, s.i, r.y, ox / stride, oy / stride, s.n) * s.K_in(r.x, s.c, r.y, s.ci, r.z, r.w),
-                   0.0f);
+        s.accum(s.c, s.i, s.ci, s.x, s.y, s.n) += select(
+            hits, s.g_pad(r.x, s.i, r.y, ox / stride, oy / stride, s.n) * s.K_in(r.x, s.c, r.y, s.ci, r.z, r.w), 0.0f);
         grad_I(s.c, s.i, s.ci, s.x, s.y, s.n) = s.accum(s.c, s.i, s.ci, s.x, s.y, s.n);
         s.grad_I = grad_I;
 
@@ -115,7 +114,7 @@ public:
 
     Input<int32_t> stride{"stride", 1, 1, 1 << 20};
     Input<int32_t> pad{"pad", 0, 0, 1 << 20};
-    Input<Buffer<float, 6>> g{"g"};   // dL/dO
+    Input<Buffer<float, 6>> g{"g"};  // dL/dO
     Input<Buffer<float, 6>> I{"I"};
     Output<Buffer<float, 6>> grad_K{"grad_K"};
 

@@ -14,11 +14,11 @@ namespace halcaps {
 
 // O(j, i, co, x, y, n) = sum_{c, ci, dx, dy} I_pad(c, i, ci, x s + dx - p, y s + dy - p, n) K_in(j, c, co, ci, dx, dy)
 struct CapsConvStages {
-    Halide::Func I_pad;   // (c, i, ci, x, y, n): I, zero outside the image (constant_exterior)
-    Halide::Func K_in;    // (j, c, co, ci, dx, dy): K with indices clamped (repeat_edge), so a
-                          // schedule may compute whole co tiles past the last one
-    Halide::Func accum;   // (j, i, co, x, y, n): pure init 0, update += over r
-    Halide::Func O;       // output
+    Halide::Func I_pad;  // (c, i, ci, x, y, n): I, zero outside the image (constant_exterior)
+    Halide::Func K_in;   // (j, c, co, ci, dx, dy): K with indices clamped (repeat_edge), so a
+                         // schedule may compute whole co tiles past the last one
+    Halide::Func accum;  // (j, i, co, x, y, n): pure init 0, update += over r
+    Halide::Func O;      // output
     Halide::Var j, i, co, x, y, n;
     Halide::RDom r;       // r.x over c (4), r.y over ci, r.z over dx, r.w over dy
     Halide::Expr stride;  // the run-time stride (schedules that stage input tiles size them by it)
@@ -43,7 +43,7 @@ struct CapsConvGradFilterStages {
     Halide::Func accum;   // (j, c, co, ci, dx, dy): pure init 0, update += over r
     Halide::Func grad_K;  // output
     Halide::Var j, c, co, ci, dx, dy;
-    Halide::RDom r;       // r.x over i (4), r.y over x (OW), r.z over y (OH), r.w over n
+    Halide::RDom r;  // r.x over i (4), r.y over x (OW), r.z over y (OH), r.w over n
 };
 
 }  // namespace halcaps

@@ -144,7 +144,8 @@ public:
         Expr output_sum = 0.0f;
         for (int b = 0; b < alpha; b++) {
             for (int a = 0; a < alpha; a++) {
-                output_sum += entry(w.AT, x % m, a) * entry(w.AT, y % m, b) * s.product(j, i, co, x / m, y / m, n, a, b);
+                output_sum +=
+                    entry(w.AT, x % m, a) * entry(w.AT, y % m, b) * s.product(j, i, co, x / m, y / m, n, a, b);
             }
         }
         O(j, i, co, x, y, n) = output_sum;

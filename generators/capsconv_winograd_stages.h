@@ -16,7 +16,8 @@
 //                                    (= sum_{a,b} BT[wx][a] BT[wy][b] I_pad(..., m tx + a - p, m ty + b - p, n))
 //   product(j, i, co, tx, ty, n, wx, wy)
 //                                    = sum_{c,ci} input_t(c, i, ci, ...) filter_t(j, c, co, ci, wx, wy)
-//   O(j, i, co, x, y, n)             = sum_{wx,wy} AT[x mod m][wx] AT[y mod m][wy] product(j, i, co, x/m, y/m, n, wx, wy)
+//   O(j, i, co, x, y, n)             = sum_{wx,wy} AT[x mod m][wx] AT[y mod m][wy] product(j, i, co, x/m, y/m, n, wx,
+//   wy)
 //
 // Per output tile and (row, column) pair this takes alpha^2 multiplies where
 // the direct sum takes 9 m^2: 2.25x fewer for m = 2, 4x fewer for m = 4.
@@ -29,19 +30,19 @@
 namespace halcaps {
 
 struct CapsConvWinogradStages {
-    int tile = 2;            // m: output pixels per tile side (2 or 4)
-    int alpha = 4;           // m + 2: Winograd points per side
-    Halide::Func I_pad;      // (c, i, ci, x, y, n): the input, zero outside the image
-    Halide::Func K_in;       // (j, c, co, ci, dx, dy): the filter with indices clamped, so a
-                             // schedule may compute whole co tiles past the last one
-    Halide::Func filter_t;   // (j, c, co, ci, wx, wy)
-    Halide::Func input_rows; // (c, i, ci, tx, wx, y, n): the input transformed along x only
-    Halide::Func input_t;    // (c, i, ci, tx, ty, n, wx, wy)
+    int tile = 2;                // m: output pixels per tile side (2 or 4)
+    int alpha = 4;               // m + 2: Winograd points per side
+    Halide::Func I_pad;          // (c, i, ci, x, y, n): the input, zero outside the image
+    Halide::Func K_in;           // (j, c, co, ci, dx, dy): the filter with indices clamped, so a
+                                 // schedule may compute whole co tiles past the last one
+    Halide::Func filter_t;       // (j, c, co, ci, wx, wy)
+    Halide::Func input_rows;     // (c, i, ci, tx, wx, y, n): the input transformed along x only
+    Halide::Func input_t;        // (c, i, ci, tx, ty, n, wx, wy)
     Halide::Func product_accum;  // (j, i, co, tx, ty, n, wx, wy): pure init 0, update += over r
-    Halide::Func product;    // the same, a pure copy (the stage a schedule stores)
-    Halide::Func O;          // output (j, i, co, x, y, n)
+    Halide::Func product;        // the same, a pure copy (the stage a schedule stores)
+    Halide::Func O;              // output (j, i, co, x, y, n)
     Halide::Var j, i, c, co, ci, x, y, n, tx, ty, wx, wy;
-    Halide::RDom r;          // r.x over c (4), r.y over ci
+    Halide::RDom r;  // r.x over c (4), r.y over ci
 };
 
 }  // namespace halcaps

@@ -31,8 +31,7 @@ constexpr float kSquashEpsilon = 1e-9f;
 
 // A Func with a pure init 0 and one `+=` update of `term`, a sum over the
 // RDom `r` that `term` uses (named at the call for the reader).
-Func sum_over(const std::string &name, const std::vector<Var> &args, [[maybe_unused]] const RDom &r,
-              const Expr &term) {
+Func sum_over(const std::string &name, const std::vector<Var> &args, [[maybe_unused]] const RDom &r, const Expr &term) {
     Func f(name);
     std::vector<Expr> a(args.begin(), args.end());
     f(a) = 0.0f;
@@ -131,7 +130,7 @@ Softmax define_softmax(const std::string &p, Func logits, Var j, Var i, Var b, c
 // u_hat x 1e-6 and 1e15 and gives finite ~0 gradients at 1e-25 (measured
 // by the hard-input backward test in tests/test_digitcaps_cpu.cpp).
 halcaps::SquashStages define_squash(const std::string &prefix, Func s, Var e, const std::vector<Var> &rows, RDom re,
-                                   bool for_autodiff = false) {
+                                    bool for_autodiff = false) {
     halcaps::SquashStages q;
     std::vector<Expr> at_r{re.x}, row_args;
     for (const Var &v : rows) at_r.push_back(v), row_args.push_back(v);
@@ -171,7 +170,8 @@ void define_grad_s(halcaps::RoutingBackwardIteration &it, const std::string &p, 
     it.s_dot_grad_v = sum_over(p + "s_dot_grad_v", {j, b}, re, s(re, j, b) / m * it.grad_v(re, j, b));
     const Expr mc = min(m, 1e10f), n2c = mc * mc * n2t;
     const Expr length_factor = n2c / (1.0f + n2c);
-    const Expr w = select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m) / m), m / sqrt(m * m * n2t + kSquashEpsilon));
+    const Expr w =
+        select(m >= 1.0f, 1.0f / sqrt(n2t + (kSquashEpsilon / m) / m), m / sqrt(m * m * n2t + kSquashEpsilon));
     const Expr f_over = length_factor * w / m;  // |v| / |s|
     const Expr bracket = 2.0f / (1.0f + n2c) - n2c / (n2c + kSquashEpsilon);
     it.grad_s = Func(p + "grad_s");
@@ -414,7 +414,7 @@ Func wrap(const std::string &name, Input &input) {
 class Squash : public Generator<Squash> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "cpu"};
-    Input<Buffer<float, 2>> s{"s"};   // (e, n): the runtime flattens every dim but the last into n
+    Input<Buffer<float, 2>> s{"s"};  // (e, n): the runtime flattens every dim but the last into n
     Output<Buffer<float, 2>> v{"v"};
 
     void generate() {
@@ -620,10 +620,10 @@ class DigitCapsFusedWithS : public Generator<DigitCapsFusedWithS> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "fused"};
     GeneratorParam<int> iterations{"iterations", 3, 1, 16};
-    Input<Buffer<float, 3>> u{"u"};            // (k, i, b)
-    Input<Buffer<float, 4>> W{"W"};            // (k, e, j, i)
-    Input<Buffer<float, 2>> b0{"b0"};          // (j, i)
-    Output<Buffer<float, 3>> v{"v"};           // (e, j, b)
+    Input<Buffer<float, 3>> u{"u"};                   // (k, i, b)
+    Input<Buffer<float, 4>> W{"W"};                   // (k, e, j, i)
+    Input<Buffer<float, 2>> b0{"b0"};                 // (j, i)
+    Output<Buffer<float, 3>> v{"v"};                  // (e, j, b)
     Output<Buffer<float, 4>> routing_s{"routing_s"};  // (e, j, b, t)
 
     void generate() {
@@ -957,9 +957,9 @@ public:
 class RoutingStepLogits : public Generator<RoutingStepLogits> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "cpu"};
-    Input<Buffer<float, 4>> u_hat{"u_hat"};             // (e, j, i, b)
-    Input<Buffer<float, 3>> logits{"logits"};           // (j, i, b)
-    Input<Buffer<float, 3>> s{"s"};                     // (e, j, b)
+    Input<Buffer<float, 4>> u_hat{"u_hat"};               // (e, j, i, b)
+    Input<Buffer<float, 3>> logits{"logits"};             // (j, i, b)
+    Input<Buffer<float, 3>> s{"s"};                       // (e, j, b)
     Output<Buffer<float, 3>> logits_next{"logits_next"};  // (j, i, b)
 
     void generate() {

@@ -26,20 +26,20 @@ struct SquashStages {
 
 // One routing iteration, all per batch element b.
 struct RoutingIteration {
-    Halide::Func logits;      // (j, i, b): b0 for the first iteration, then + agreement
-    Halide::Func logit_max;   // (i, b): max over j; init + update
-    Halide::Func exp_sum;     // (i, b): sum over j of exp(logits - logit_max); init + update
-    Halide::Func c;           // (j, i, b): the coupling coefficients (softmax over j)
-    Halide::Func s;           // (e, j, b): sum over i of c * u_hat; init + update over ri
-                              // (pure, a read of the given s, in digitcaps_backward_with_s)
-    SquashStages squash;      // v(e, j, b) = squash(s)
-    Halide::Func agreement;   // (j, i, b): sum over e of u_hat * v; init + update over re.
-                              // Undefined for the last iteration.
+    Halide::Func logits;     // (j, i, b): b0 for the first iteration, then + agreement
+    Halide::Func logit_max;  // (i, b): max over j; init + update
+    Halide::Func exp_sum;    // (i, b): sum over j of exp(logits - logit_max); init + update
+    Halide::Func c;          // (j, i, b): the coupling coefficients (softmax over j)
+    Halide::Func s;          // (e, j, b): sum over i of c * u_hat; init + update over ri
+                             // (pure, a read of the given s, in digitcaps_backward_with_s)
+    SquashStages squash;     // v(e, j, b) = squash(s)
+    Halide::Func agreement;  // (j, i, b): sum over e of u_hat * v; init + update over re.
+                             // Undefined for the last iteration.
 };
 
 struct RoutingStages {
-    Halide::Func u_hat;   // (e, j, i, b): the input (routing) or W u (digitcaps; init + update over rk)
-    Halide::Func b0;      // (j, i)
+    Halide::Func u_hat;       // (e, j, i, b): the input (routing) or W u (digitcaps; init + update over rk)
+    Halide::Func b0;          // (j, i)
     Halide::Func agreements;  // s given (digitcaps_backward_with_s): (j, i, b), every iteration's
                               // agreement but the last's and the backward's last grad_c as one
                               // sum over e (a Tuple when there are several); each of them is
@@ -49,12 +49,12 @@ struct RoutingStages {
     // routing so that its grad_c can be a term of `agreements`.
     Halide::Func last_grad_v, last_s_dot_grad_v, last_grad_s;
     std::vector<RoutingIteration> iterations;
-    Halide::Func v;       // the output (e, j, b)
+    Halide::Func v;  // the output (e, j, b)
     Halide::Var e, j, i, b;
     Halide::RDom ri, rj, re;  // over in_caps, out_caps, out_dim
     // DigitCaps only: the prediction's inputs and reduction.
-    Halide::Func u, W;    // (k, i, b), (k, e, j, i)
-    Halide::RDom rk;      // over in_dim
+    Halide::Func u, W;  // (k, i, b), (k, e, j, i)
+    Halide::RDom rk;    // over in_dim
 };
 
 struct SquashGeneratorStages {
@@ -66,30 +66,30 @@ struct SquashGeneratorStages {
 // The hand-derived backward of one routing iteration t (reference/digitcaps_f64.cpp
 // gives the derivation), from g_logits[t+1] = dL/dlogits[t+1] (zero for the last).
 struct RoutingBackwardIteration {
-    Halide::Func grad_v;          // (e, j, b): dL/dv[t]
-    Halide::Func grad_v_agree;    // (e, j, b): sum over i of g_logits[t+1] * u_hat; init + update. Not last.
-    Halide::Func s_dot_grad_v;    // (j, b): (s / max_abs) . grad_v; init + update over re
-    Halide::Func grad_s;          // (e, j, b): through squash
-    Halide::Func grad_c;          // (j, i, b): grad_s . u_hat over e; init + update over re (s given,
-                                  // the layer's last iteration: a pure read of RoutingStages::agreements)
-    Halide::Func c_dot_grad_c;    // (i, b): sum over j of c * grad_c; init + update
-    Halide::Func grad_logits;     // (j, i, b): dL/dlogits[t]
+    Halide::Func grad_v;        // (e, j, b): dL/dv[t]
+    Halide::Func grad_v_agree;  // (e, j, b): sum over i of g_logits[t+1] * u_hat; init + update. Not last.
+    Halide::Func s_dot_grad_v;  // (j, b): (s / max_abs) . grad_v; init + update over re
+    Halide::Func grad_s;        // (e, j, b): through squash
+    Halide::Func grad_c;        // (j, i, b): grad_s . u_hat over e; init + update over re (s given,
+                                // the layer's last iteration: a pure read of RoutingStages::agreements)
+    Halide::Func c_dot_grad_c;  // (i, b): sum over j of c * grad_c; init + update
+    Halide::Func grad_logits;   // (j, i, b): dL/dlogits[t]
 };
 
 struct RoutingBackwardStages {
-    RoutingStages forward;                        // recomputed
-    Halide::Func grad_v;                          // input (e, j, b)
+    RoutingStages forward;                             // recomputed
+    Halide::Func grad_v;                               // input (e, j, b)
     std::vector<RoutingBackwardIteration> iterations;  // indexed by forward iteration
-    Halide::Func grad_u_hat;                      // (e, j, i, b)
-    Halide::Func grad_b0;                         // output (j, i): init + update over rb
-    Halide::RDom rb;                              // over batch
+    Halide::Func grad_u_hat;                           // (e, j, i, b)
+    Halide::Func grad_b0;                              // output (j, i): init + update over rb
+    Halide::RDom rb;                                   // over batch
     // DigitCaps only: the prediction's gradients of grad_u_hat.
-    Halide::Func grad_u_hat_in;                   // (e, j, i, b): grad_u_hat through clamped indices
-    Halide::Func grad_u;                          // output (k, i, b): init + update over r_ej
-    Halide::Func grad_W;                          // output (k, e, j, i): init + update over rb
+    Halide::Func grad_u_hat_in;  // (e, j, i, b): grad_u_hat through clamped indices
+    Halide::Func grad_u;         // output (k, i, b): init + update over r_ej
+    Halide::Func grad_W;         // output (k, e, j, i): init + update over rb
     Halide::Var k;
-    Halide::RDom r_ej;                            // r_ej.x over out_dim, r_ej.y over out_caps
-    std::vector<Halide::Func> outputs;            // the generator's outputs: copies of the above
+    Halide::RDom r_ej;                  // r_ej.x over out_dim, r_ej.y over out_caps
+    std::vector<Halide::Func> outputs;  // the generator's outputs: copies of the above
 };
 
 // One routing iteration on its own, for the iteration counts that no
@@ -102,17 +102,17 @@ struct RoutingBackwardStages {
 //   routing_step_backward_last (u_hat, logits, s, grad_v) -> (g_logits, grad_u_hat): the last
 // g_logits = dL/dlogits of the iteration (RoutingBackwardIteration::grad_logits).
 struct RoutingStepStages {
-    Halide::Func u_hat, logits;         // inputs (e, j, i, b), (j, i, b): this iteration's logits
-    Halide::Func logit_max, exp_sum, c; // the softmax over j of logits
-    Halide::Func s;                     // (e, j, b): routing_step_s: sum over i of c * u_hat (init + update
-                                        // over ri); the other steps: a read of the input s
-    SquashStages squash;                // not routing_step_s: v = squash(s)
-    Halide::Func agreement;             // routing_step_logits: (j, i, b) sum over e of u_hat * v
-    Halide::Func g_logits_next;         // routing_step_backward: the next iteration's g_logits (input)
-    Halide::Func grad_u_hat_in;         // routing_step_backward: the later iterations' terms of grad_u_hat (input)
-    RoutingBackwardIteration backward;  // the backward steps: grad_v (the input grad_v, or the sum over i
-                                        // of g_logits_next * u_hat in grad_v_agree) ... grad_logits
-    std::vector<Halide::Func> outputs;  // the generator's outputs
+    Halide::Func u_hat, logits;          // inputs (e, j, i, b), (j, i, b): this iteration's logits
+    Halide::Func logit_max, exp_sum, c;  // the softmax over j of logits
+    Halide::Func s;                      // (e, j, b): routing_step_s: sum over i of c * u_hat (init + update
+                                         // over ri); the other steps: a read of the input s
+    SquashStages squash;                 // not routing_step_s: v = squash(s)
+    Halide::Func agreement;              // routing_step_logits: (j, i, b) sum over e of u_hat * v
+    Halide::Func g_logits_next;          // routing_step_backward: the next iteration's g_logits (input)
+    Halide::Func grad_u_hat_in;          // routing_step_backward: the later iterations' terms of grad_u_hat (input)
+    RoutingBackwardIteration backward;   // the backward steps: grad_v (the input grad_v, or the sum over i
+                                         // of g_logits_next * u_hat in grad_v_agree) ... grad_logits
+    std::vector<Halide::Func> outputs;   // the generator's outputs
     Halide::Var e, j, i, b;
     Halide::RDom ri, rj, re;
 };
@@ -134,30 +134,30 @@ struct AutodiffStages {
 // v[t] (B·J·E floats) links one pass to the next, so a GPU schedule can run a
 // pass as one kernel whose u_hat never leaves registers / shared memory.
 struct FusedPass {
-    Halide::Func u_hat;                   // (e, j, i, b): W u for this pass; init + update over rk
-                                          // (routing_fused: pure, a read of the input)
-    Halide::Func v_sum;                   // (e, j, b): v[0] + ... + v[t-1] (pure; pass t-1's v_sum + v[t-1]
-                                          // from pass 2 on); undefined for pass 0
-    Halide::Func agreement;               // (j, i, b): sum over e of u_hat * v_sum; init + update over re.
-                                          // Undefined for pass 0
-    Halide::Func logits;                  // (j, i, b): b0 (+ agreement) (pure)
-    Halide::Func logit_max;               // (i, b): max over j; init + update
-    Halide::Func exp_sum;                 // (i, b): sum over j of exp(logits - logit_max); init + update
-    Halide::Func c;                       // (j, i, b): softmax over j
-    Halide::Func s;                       // (e, j, b): sum over i of c * u_hat; init + update over ri
-    SquashStages squash;                  // v[t](e, j, b) = squash(s)
+    Halide::Func u_hat;      // (e, j, i, b): W u for this pass; init + update over rk
+                             // (routing_fused: pure, a read of the input)
+    Halide::Func v_sum;      // (e, j, b): v[0] + ... + v[t-1] (pure; pass t-1's v_sum + v[t-1]
+                             // from pass 2 on); undefined for pass 0
+    Halide::Func agreement;  // (j, i, b): sum over e of u_hat * v_sum; init + update over re.
+                             // Undefined for pass 0
+    Halide::Func logits;     // (j, i, b): b0 (+ agreement) (pure)
+    Halide::Func logit_max;  // (i, b): max over j; init + update
+    Halide::Func exp_sum;    // (i, b): sum over j of exp(logits - logit_max); init + update
+    Halide::Func c;          // (j, i, b): softmax over j
+    Halide::Func s;          // (e, j, b): sum over i of c * u_hat; init + update over ri
+    SquashStages squash;     // v[t](e, j, b) = squash(s)
 };
 
 struct FusedDigitCapsStages {
-    Halide::Func u, W, b0;                // (k, i, b), (k, e, j, i), (j, i)
-    Halide::Func u_hat_given;             // routing_fused: the input u_hat (e, j, i, b); each pass's
-                                          // u_hat is then a pure copy of it (no update), not W u
+    Halide::Func u, W, b0;     // (k, i, b), (k, e, j, i), (j, i)
+    Halide::Func u_hat_given;  // routing_fused: the input u_hat (e, j, i, b); each pass's
+                               // u_hat is then a pure copy of it (no update), not W u
     std::vector<FusedPass> passes;
-    Halide::Func v;                       // the output (e, j, b): squash of the last pass
-    Halide::Func routing_s;               // digitcaps_fused_with_s only: the output (e, j, b, t), pass t's s
+    Halide::Func v;          // the output (e, j, b): squash of the last pass
+    Halide::Func routing_s;  // digitcaps_fused_with_s only: the output (e, j, b, t), pass t's s
     Halide::Var e, j, i, b;
-    Halide::Var t;                        // routing_s's iteration index
-    Halide::RDom ri, rj, re, rk;          // over in_caps, out_caps, out_dim, in_dim
+    Halide::Var t;                // routing_s's iteration index
+    Halide::RDom ri, rj, re, rk;  // over in_caps, out_caps, out_dim, in_dim
 };
 
 }  // namespace halcaps

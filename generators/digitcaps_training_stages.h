@@ -30,14 +30,14 @@ struct TrainingBackwardStages {
     RoutingBackwardStages chain;  // the chain phase: digitcaps_backward_with_s' stages up to grad_s
     Halide::Func beta;            // (e, j, b, q), 2m - 1 rows a batch element: grad_s[0..m-1], v[0..m-2]
     // alpha phase
-    Halide::Func u_hat;           // (e, j, i, b): W u again; init + update over chain.forward.rk
-    Halide::Func dots;            // (j, i, b): sums over e of u_hat times v[0..m-2] then grad_s[0..m-1]
-                                  // (a Tuple when 2m - 1 > 1); init + update
-    std::vector<Halide::Func> logits;                 // per iteration: (j, i, b), pure
+    Halide::Func u_hat;                // (e, j, i, b): W u again; init + update over chain.forward.rk
+    Halide::Func dots;                 // (j, i, b): sums over e of u_hat times v[0..m-2] then grad_s[0..m-1]
+                                       // (a Tuple when 2m - 1 > 1); init + update
+    std::vector<Halide::Func> logits;  // per iteration: (j, i, b), pure
     std::vector<Halide::Func> logit_max, exp_sum, c;  // per iteration: the softmax over j
     std::vector<Halide::Func> c_dot_grad_c;           // per iteration: (i, b) sum over j; init + update
     std::vector<Halide::Func> g;                      // per iteration: (j, i, b) dL/dlogits
-    Halide::Func alpha;           // (j, i, b, q), 2m values a capsule: c[0..m-1], g[0..m-1]
+    Halide::Func alpha;                               // (j, i, b, q), 2m values a capsule: c[0..m-1], g[0..m-1]
     // grads phase
     Halide::Func grad_u_hat;      // (e, j, i, b): pure, from alpha and beta
     Halide::Func grad_u_value;    // (k, i, b): sum over (e, j) of grad_u_hat * W; init + update over r_ej

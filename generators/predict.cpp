@@ -8,8 +8,8 @@
 //   u_hat  [B, I, J, E]     -> (e, j, i, b)
 #include "Halide.h"
 
-#include "predict_stages.h"
 #include "dense.h"
+#include "predict_stages.h"
 #include "schedules/predict_schedules.h"
 
 namespace {

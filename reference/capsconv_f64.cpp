@@ -71,8 +71,7 @@ std::vector<double> grad_input(const CapsConvShape &s, const T *g, const T *K) {
     for_each_term(s, false, [&](int64_t i0, int64_t k0, int64_t o0) {
         for (int i = 0; i < 4; i++)
             for (int c = 0; c < 4; c++)
-                for (int j = 0; j < 4; j++)
-                    gI[i0 + i * 4 + c] += double(g[o0 + i * 4 + j]) * double(K[k0 + c * 4 + j]);
+                for (int j = 0; j < 4; j++) gI[i0 + i * 4 + c] += double(g[o0 + i * 4 + j]) * double(K[k0 + c * 4 + j]);
     });
     return gI;
 }

@@ -21,8 +21,12 @@ void capsconv_naive_openmp(const CapsConvShape &s, const float *input, const flo
                                     if (iy < 0 || iy >= s.height || ix < 0 || ix >= s.width) continue;
                                     for (int64_t ci = 0; ci < s.in_caps; ci++)
                                         for (int64_t c = 0; c < 4; c++)
-                                            sum += input[(((n * s.height + iy) * s.width + ix) * s.in_caps + ci) * 16 + i * 4 + c] *
-                                                   filter[(((dy * s.kernel_w + dx) * s.in_caps + ci) * s.out_caps + co) * 16 + c * 4 + j];
+                                            sum +=
+                                                input[(((n * s.height + iy) * s.width + ix) * s.in_caps + ci) * 16 +
+                                                      i * 4 + c] *
+                                                filter[(((dy * s.kernel_w + dx) * s.in_caps + ci) * s.out_caps + co) *
+                                                           16 +
+                                                       c * 4 + j];
                                 }
                             output[(((n * OH + y) * OW + x) * s.out_caps + co) * 16 + i * 4 + j] = sum;
                         }

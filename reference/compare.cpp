@@ -26,8 +26,8 @@ Comparison compare(const float *x, const std::vector<double> &ref, Tolerance tol
         } else {
             const double err = std::fabs(value - ref[n]);
             bad = !(err <= tol.atol + tol.rtol * std::fabs(ref[n]));  // NaN compares false
-            c.max_abs_error = std::isfinite(err) ? std::fmax(c.max_abs_error, err)
-                                                 : std::numeric_limits<double>::infinity();
+            c.max_abs_error =
+                std::isfinite(err) ? std::fmax(c.max_abs_error, err) : std::numeric_limits<double>::infinity();
             diff_sq += (value - ref[n]) * (value - ref[n]);
             ref_sq += ref[n] * ref[n];
         }

@@ -24,11 +24,11 @@ Tolerance float32_sum_tolerance(int64_t reduction_length);
 
 struct Comparison {
     bool passed = false;
-    double max_abs_error = 0;      // over all elements (infinity if any is non-finite where ref is not, or unlike it)
-    double relative_l2_error = 0;  // ||x - ref|| / ||ref|| over the elements where ref is finite
-    int64_t failures = 0;          // elements outside the tolerance (NaN included)
-    int64_t nonfinite_matched = 0; // elements NaN or +-inf as the reference's
-    int64_t first_failure = -1;    // flat index of the first one, -1 if none
+    double max_abs_error = 0;       // over all elements (infinity if any is non-finite where ref is not, or unlike it)
+    double relative_l2_error = 0;   // ||x - ref|| / ||ref|| over the elements where ref is finite
+    int64_t failures = 0;           // elements outside the tolerance (NaN included)
+    int64_t nonfinite_matched = 0;  // elements NaN or +-inf as the reference's
+    int64_t first_failure = -1;     // flat index of the first one, -1 if none
     double first_value = 0, first_expected = 0;
 
     std::string summary() const;  // one line

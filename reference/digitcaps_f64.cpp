@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "predict_reference.h"
 #include "digitcaps_reference.h"
+#include "predict_reference.h"
 
 namespace halcaps::reference {
 
@@ -131,8 +131,8 @@ RoutingTrace route_trace(const RoutingShape &sh, const double *u_hat, const doub
 //   gc[b,i,j]    = gs[t][b,j,:] · u_hat[b,i,j,:]
 //   g_logits[t]  = g_logits[t+1] + c (gc - sum_j' c gc)              (softmax)
 // and grad_b0 = sum_b g_logits[0].
-RouteGradients route_backward_impl(const RoutingShape &sh, const double *u_hat, const double *b0,
-                                   const double *grad_v, int iterations, const double *given_s = nullptr) {
+RouteGradients route_backward_impl(const RoutingShape &sh, const double *u_hat, const double *b0, const double *grad_v,
+                                   int iterations, const double *given_s = nullptr) {
     const int64_t B = sh.batch, I = sh.in_caps, J = sh.out_caps, E = sh.out_dim;
     auto uh_index = [&](int64_t b, int64_t i, int64_t j, int64_t e) { return ((b * I + i) * J + j) * E + e; };
     const RoutingTrace trace = route_trace(sh, u_hat, b0, iterations, given_s);
@@ -213,8 +213,8 @@ RouteGradients route_backward_f64(const RoutingShape &shape, const double *u_hat
     return route_backward_impl(shape, u_hat, b0, grad_v, iterations);
 }
 
-RouteGradients route_backward_f64(const RoutingShape &shape, const float *u_hat, const float *b0,
-                                  const float *grad_v, int iterations) {
+RouteGradients route_backward_f64(const RoutingShape &shape, const float *u_hat, const float *b0, const float *grad_v,
+                                  int iterations) {
     const auto u_hat_d = to_double(u_hat, shape.u_hat_size()), b0_d = to_double(b0, shape.b0_size());
     const auto grad_v_d = to_double(grad_v, shape.v_size());
     return route_backward_impl(shape, u_hat_d.data(), b0 ? b0_d.data() : nullptr, grad_v_d.data(), iterations);
@@ -304,8 +304,8 @@ DigitCapsGradients digitcaps_backward_given_s_f64(const DigitCapsShape &shape, c
     const auto s_d = to_double(routing_s, iterations * shape.v_size()), grad_v_d = to_double(grad_v, shape.v_size());
     const PredictShape p{shape.batch, shape.in_caps, shape.in_dim, shape.out_caps, shape.out_dim};
     const auto u_hat = predict_f64(p, in.u.data(), in.W.data());
-    RouteGradients r = route_backward_impl(shape.routing(), u_hat.data(), in.b0_or_null(), grad_v_d.data(), iterations,
-                                           s_d.data());
+    RouteGradients r =
+        route_backward_impl(shape.routing(), u_hat.data(), in.b0_or_null(), grad_v_d.data(), iterations, s_d.data());
     DigitCapsGradients out;
     out.grad_u = predict_grad_input_f64(p, r.grad_u_hat.data(), in.W.data());
     out.grad_W = predict_grad_weight_f64(p, r.grad_u_hat.data(), in.u.data());
@@ -313,8 +313,8 @@ DigitCapsGradients digitcaps_backward_given_s_f64(const DigitCapsShape &shape, c
     return out;
 }
 
-DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const float *u, const float *W,
-                                          const float *b0, const float *grad_v, int iterations) {
+DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const float *u, const float *W, const float *b0,
+                                          const float *grad_v, int iterations) {
     const auto u_d = to_double(u, shape.u_size()), W_d = to_double(W, shape.W_size());
     const auto b0_d = to_double(b0, shape.b0_size()), grad_v_d = to_double(grad_v, shape.v_size());
     return digitcaps_backward_f64(shape, u_d.data(), W_d.data(), b0 ? b0_d.data() : nullptr, grad_v_d.data(),

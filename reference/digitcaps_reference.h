@@ -54,8 +54,8 @@ struct RouteGradients {
 };
 RouteGradients route_backward_f64(const RoutingShape &shape, const double *u_hat, const double *b0,
                                   const double *grad_v, int iterations);
-RouteGradients route_backward_f64(const RoutingShape &shape, const float *u_hat, const float *b0,
-                                  const float *grad_v, int iterations);
+RouteGradients route_backward_f64(const RoutingShape &shape, const float *u_hat, const float *b0, const float *grad_v,
+                                  int iterations);
 
 // The DigitCaps layer: prediction u_hat = W u, then routing. b0 may be null.
 std::vector<double> digitcaps_f64(const DigitCapsShape &shape, const double *u, const double *W, const double *b0,
@@ -84,8 +84,8 @@ struct DigitCapsGradients {
 };
 DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const double *u, const double *W,
                                           const double *b0, const double *grad_v, int iterations);
-DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const float *u, const float *W,
-                                          const float *b0, const float *grad_v, int iterations);
+DigitCapsGradients digitcaps_backward_f64(const DigitCapsShape &shape, const float *u, const float *W, const float *b0,
+                                          const float *grad_v, int iterations);
 // digitcaps_backward_with_s's gradients: those of the layer at the weighted
 // sums s given in routing_s [iterations, B, J, E] (v of iteration t is
 // squash(routing_s[t])), not at the ones the routing would compute.

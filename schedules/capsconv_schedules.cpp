@@ -19,9 +19,9 @@ namespace halcaps {
 
 using namespace Halide;
 using schedule_util::apply_schedule;
+using schedule_util::kDefaultSharedBytes;
 using schedule_util::ScheduleTable;
 using schedule_util::ScheduleTarget;
-using schedule_util::kDefaultSharedBytes;
 
 namespace {
 
@@ -55,12 +55,7 @@ void pose_block_cpu(Func out, Func accum, const RDom &r) {
         .vectorize(p0)
         .vectorize(p1)
         .unroll(b);
-    accum.update()
-        .reorder(p0, p1, b, r.x, r.y, r.z, r.w)
-        .vectorize(p0)
-        .vectorize(p1)
-        .unroll(b)
-        .unroll(r.x);
+    accum.update().reorder(p0, p1, b, r.x, r.y, r.z, r.w).vectorize(p0).vectorize(p1).unroll(b).unroll(r.x);
 }
 
 // A copy of the zero-padded operand `padded` per row of the output (the
@@ -151,12 +146,12 @@ void capsconv_cpu_co4(CapsConvStages &s) {
 // 82.0 / 283.0 / 80.4.
 
 struct PoseConvGpuTiling {
-    int x_threads;      // output pixels along x, one thread each
-    int y_threads;      // output pixels along y, one thread each
-    bool row_threads;   // one thread per pose row (4 accumulators a capsule type), else the whole pose (16)
-    int caps_tile;      // output capsule types per thread, all in registers
-    int chunk;          // reduction capsule types per shared-memory step
-    bool stage_input;   // copy the input tile (with its halo) to shared memory too
+    int x_threads;                // output pixels along x, one thread each
+    int y_threads;                // output pixels along y, one thread each
+    bool row_threads;             // one thread per pose row (4 accumulators a capsule type), else the whole pose (16)
+    int caps_tile;                // output capsule types per thread, all in registers
+    int chunk;                    // reduction capsule types per shared-memory step
+    bool stage_input;             // copy the input tile (with its halo) to shared memory too
     int filter_out_caps_dim = 2;  // the filter dim of the output's capsule type (forward: co, 2)
     // Forward with row_threads only: the 4 outputs of a thread's pose row are
     // one vector (p0 vectorized), each step loads the thread's input pose row
@@ -207,8 +202,8 @@ void stage_in_shared(Func f, Func accum, const RVar &at, const std::vector<int> 
 // division by run-time extents (stage_in_shared's flattened copy divides by
 // the tile's extents, which depend on the stride and filter size) and a
 // thread's unrolled loads are in flight together.
-void stage_pose_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int x_dim,
-                               int y_dim, const std::vector<std::pair<int, int>> &unrolled) {
+void stage_pose_rows_in_shared(Func f, Func accum, const RVar &at, int x_threads, int y_threads, int x_dim, int y_dim,
+                               const std::vector<std::pair<int, int>> &unrolled) {
     std::vector<Var> a = f.args();
     Var xo("xo"), xt("xt"), yo("yo"), yt("yt");
     f.compute_at(accum, at)
@@ -275,8 +270,8 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
     out.split(y, yo, yt, t.y_threads, TailStrategy::GuardWithIf)
         .split(a, ao, ai, t.caps_tile, TailStrategy::GuardWithIf)
         .fuse(ao, n, an);
-    const std::vector<int> threads = t.row_threads ? std::vector<int>{4, t.x_threads, t.y_threads}
-                                                   : std::vector<int>{t.x_threads, t.y_threads};
+    const std::vector<int> threads =
+        t.row_threads ? std::vector<int>{4, t.x_threads, t.y_threads} : std::vector<int>{t.x_threads, t.y_threads};
     if (t.x_pixels > 1) {
         out.reorder(p0, ai, xi, p1, xt, yt, xo, yo, an).gpu_threads(p1, xt, yt).unroll(xi);
     } else if (t.row_threads) {
@@ -366,8 +361,9 @@ void pose_conv_gpu(Func out, Func accum, const RDom &r, Func filter, Func input,
         const Expr tile_pixels = ((block_x - 1) * stride + kw) * ((t.y_threads - 1) * stride + kh);
         const Expr shared_bytes = 64 * t.chunk * (tile_pixels + t.caps_tile * kw * kh);
         out.specialize(shared_bytes <= kDefaultSharedBytes);
-        out.specialize_fail("the staged input tile and filter poses of this stride and filter size need more than "
-                            "48 KB of shared memory");
+        out.specialize_fail(
+            "the staged input tile and filter poses of this stride and filter size need more than "
+            "48 KB of shared memory");
     } else if (t.stage_input) {
         stage_in_shared(input, accum, rco, threads, {{0, 4}, {1, 4}});
     }
@@ -580,8 +576,8 @@ void schedule_capsconv(const std::string &name, const Target &target, CapsConvSt
         if (v["x_pixels"] > 1 && !v["vector_rows"]) {
             throw CompileError("capsconv: space point '" + name + "' asks for x_pixels > 1 without vector_rows=1");
         }
-        PoseConvGpuTiling t{v["x_threads"], v["y_threads"], v["row_threads"] != 0, v["caps_tile"], v["chunk"],
-                            v["stage_input"] != 0};
+        PoseConvGpuTiling t{v["x_threads"], v["y_threads"], v["row_threads"] != 0,
+                            v["caps_tile"], v["chunk"],     v["stage_input"] != 0};
         t.vector_rows = v["vector_rows"] != 0;
         t.x_pixels = v["x_pixels"];
         return pose_conv_gpu(s.O, s.accum, s.r, s.K_in, s.I_pad, t, s.stride);

@@ -14,7 +14,6 @@ namespace halcaps {
 // the schedule names it knows for that device.
 void schedule_capsconv(const std::string &name, const Halide::Target &target, CapsConvStages &s);
 void schedule_capsconv_grad_input(const std::string &name, const Halide::Target &target, CapsConvGradInputStages &s);
-void schedule_capsconv_grad_filter(const std::string &name, const Halide::Target &target,
-                                   CapsConvGradFilterStages &s);
+void schedule_capsconv_grad_filter(const std::string &name, const Halide::Target &target, CapsConvGradFilterStages &s);
 
 }  // namespace halcaps

@@ -53,8 +53,8 @@ void apply_schedule(const std::string &op, const ScheduleTable<Stages> &table, c
         if (row.name == name) return row.apply(target, stages);
         known += (known.empty() ? "" : ", ") + std::string(row.name);
     }
-    throw Halide::CompileError(op + ": no schedule named '" + name + "' for target " + target.to_string() +
-                               "; known " + (kind == ScheduleTarget::gpu ? "GPU" : "CPU") +
+    throw Halide::CompileError(op + ": no schedule named '" + name + "' for target " + target.to_string() + "; known " +
+                               (kind == ScheduleTarget::gpu ? "GPU" : "CPU") +
                                " schedules: " + (known.empty() ? "none" : known));
 }
 

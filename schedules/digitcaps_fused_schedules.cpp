@@ -38,9 +38,9 @@ namespace halcaps {
 
 using namespace Halide;
 using schedule_util::apply_schedule;
+using schedule_util::kDefaultSharedBytes;
 using schedule_util::ScheduleTable;
 using schedule_util::ScheduleTarget;
-using schedule_util::kDefaultSharedBytes;
 
 namespace {
 
@@ -67,7 +67,10 @@ void pass_stages_at(FusedPass &p, const FusedDigitCapsStages &f, const LoopLevel
     Var eo("eo"), ei("ei");
     if (p.u_hat.has_update_definition()) {
         p.u_hat.compute_at(per_batch).vectorize(f.e, vec, TailStrategy::GuardWithIf);
-        p.u_hat.update().split(f.e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, f.rk, eo, f.j, f.i).vectorize(ei);
+        p.u_hat.update()
+            .split(f.e, eo, ei, vec, TailStrategy::GuardWithIf)
+            .reorder(ei, f.rk, eo, f.j, f.i)
+            .vectorize(ei);
     }
     if (p.agreement.defined()) {
         p.agreement.compute_at(per_batch);
@@ -90,7 +93,11 @@ void fused_cpu_with_s(const Target &target, FusedDigitCapsStages &f) {
         FusedPass &p = f.passes[t];
         Var eo("eo"), ei("ei");
         p.s.compute_root().parallel(b).vectorize(e, vec, TailStrategy::GuardWithIf);
-        p.s.update().split(e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, eo, j, f.ri, b).vectorize(ei).parallel(b);
+        p.s.update()
+            .split(e, eo, ei, vec, TailStrategy::GuardWithIf)
+            .reorder(ei, eo, j, f.ri, b)
+            .vectorize(ei)
+            .parallel(b);
         pass_stages_at(p, f, LoopLevel(p.s, b), vec);
         Func v_t = t + 1 < f.passes.size() ? p.squash.v : f.v;
         if (t + 1 < f.passes.size()) v_t.compute_root();
@@ -306,8 +313,9 @@ void fused_gpu(const FusedGpuTiling &tile, FusedDigitCapsStages &f) {
             const Expr E = f.re.x.extent(), J = f.rj.x.extent();
             const Expr shared_bytes = 4 * tile.batch_tile * J * (2 * E + (p.agreement.defined() ? 1 : 0) + 1);
             part_out.specialize(shared_bytes <= kDefaultSharedBytes);
-            part_out.specialize_fail("the pass kernel's partial sums and u_hat for this out_dim and out_caps need "
-                                     "more than 48 KB of shared memory");
+            part_out.specialize_fail(
+                "the pass kernel's partial sums and u_hat for this out_dim and out_caps need "
+                "more than 48 KB of shared memory");
         }
         const LoopLevel block(part_out, Var("bo"));
         {
@@ -447,8 +455,8 @@ struct SplitShape {
 constexpr int kLogitsVector = 4, kLogitsLanes = 32;
 constexpr int kLogitsVectorsBatch = kLogitsVector * kLogitsLanes;  // a block's batch elements
 
-void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t,
-                                const SplitShape &shape, const Target &target) {
+void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages &f, size_t t, const SplitShape &shape,
+                                const Target &target) {
     const Var j = f.j, i = f.i, b = f.b;
     FusedPass &p = f.passes[t];
     constexpr int vector = kLogitsVector, batch_tile = kLogitsVectorsBatch;
@@ -474,10 +482,7 @@ void split_logits_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStages
     }
 
     const std::vector<Var> ga = p.agreement.args();  // (j, i, b)
-    p.agreement.compute_at(p.logits, ii)
-        .store_in(MemoryType::Register)
-        .bound_extent(ga[2], vector)
-        .vectorize(ga[2]);
+    p.agreement.compute_at(p.logits, ii).store_in(MemoryType::Register).bound_extent(ga[2], vector).vectorize(ga[2]);
     p.agreement.update().reorder(ga[2], f.re.x).vectorize(ga[2]);
 
     // u_hat of the thread's 4 batch elements at one e, a vector.
@@ -597,11 +602,7 @@ void split_partials_batch_vectors(const SplitGpuTiling &tile, FusedDigitCapsStag
         .split(pa[2], bo, bv, vector)
         .vectorize(bv)
         .unroll(bo);
-    part.update()
-        .split(pa[2], bo, bv, vector)
-        .reorder(bv, bo, rii, pa[0], pa[1], pa[3])
-        .vectorize(bv)
-        .unroll(bo);
+    part.update().split(pa[2], bo, bv, vector).reorder(bv, bo, rii, pa[0], pa[1], pa[3]).vectorize(bv).unroll(bo);
 
     // u_hat of 4 batch elements, a vector, summed over k.
     const std::vector<Var> ua = p.u_hat.args();  // (e, j, i, b)
@@ -670,10 +671,11 @@ void split_gpu(const std::string &name, const SplitGpuTiling &tile, FusedDigitCa
     const Expr logits_bytes = 4 * tile.logits_i_tile * (8 * 16 * J + 8 * kLogitsVectorsBatch);
     const Expr part_bytes = 4 * tile.in_chunk * tile.batch_tile * (8 + J);
     const Expr fits = f.rk.x.extent() == 8 && f.re.x.extent() == 16 &&
-                      (f.passes.size() == 1 || logits_bytes <= kDefaultSharedBytes) && part_bytes <= kDefaultSharedBytes;
-    const SplitShape shape{fits,
-                           name + " needs in_dim 8 and out_dim 16, and its tiles of W for this out_caps need "
-                                  "more than 48 KB of shared memory"};
+                      (f.passes.size() == 1 || logits_bytes <= kDefaultSharedBytes) &&
+                      part_bytes <= kDefaultSharedBytes;
+    const SplitShape shape{fits, name +
+                                     " needs in_dim 8 and out_dim 16, and its tiles of W for this out_caps need "
+                                     "more than 48 KB of shared memory"};
     const size_t n = f.passes.size();
     // W copied once a call (one kernel, 4 * I * J * E * K bytes) with its k
     // dimension outside (e, j), for the partial-sum kernels of every pass.

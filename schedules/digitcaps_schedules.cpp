@@ -12,8 +12,8 @@
 #include <set>
 
 #include "autoschedule.h"
-#include "predict_schedules.h"
 #include "common.h"
+#include "predict_schedules.h"
 
 namespace halcaps {
 
@@ -620,8 +620,7 @@ void backward_rows_predict(const Target &target, RoutingBackwardStages &g, const
         if (it.agreement.defined()) e_sums.insert(it.agreement.name());
     }
     for (const auto &it : g.iterations) e_sums.insert(it.grad_c.name());
-    const std::set<std::string> scheduled = {r.u_hat.name(), g.grad_u_hat.name(), g.grad_u.name(),
-                                             g.grad_W.name()};
+    const std::set<std::string> scheduled = {r.u_hat.name(), g.grad_u_hat.name(), g.grad_u.name(), g.grad_W.name()};
     const RVar in_caps = r.ri.x;
     // Inlined, logits[t] is b0 plus t agreements wherever it is read (by
     // logit_max, exp_sum and c of iteration t): its kernel and its 5.9 MB
@@ -754,7 +753,8 @@ const ScheduleTable<RoutingBackwardStages> kDigitCapsBackwardSchedules = {
     {"cpu", ScheduleTarget::cpu, [](const Target &t, RoutingBackwardStages &g) { backward_cpu(t, g, true); }},
     {"stage_per_kernel", ScheduleTarget::gpu,
      [](const Target &, RoutingBackwardStages &g) { backward_stage_per_kernel(g, true); }},
-    {"rows_predict", ScheduleTarget::gpu, [](const Target &t, RoutingBackwardStages &g) { backward_rows_predict(t, g); }},
+    {"rows_predict", ScheduleTarget::gpu,
+     [](const Target &t, RoutingBackwardStages &g) { backward_rows_predict(t, g); }},
     {"rows_vectors", ScheduleTarget::gpu,
      [](const Target &t, RoutingBackwardStages &g) {
          backward_rows_predict(t, g, {{"batch_walk", "vectors", "vectors"}, true});
@@ -813,8 +813,7 @@ void schedule_routing_step_backward(const std::string &generator, const std::str
     apply_schedule(generator, kRoutingStepBackwardSchedules, name, target, st);
 }
 
-void schedule_autodiff(const std::string &generator, const std::string &name, const Target &target,
-                       AutodiffStages &a) {
+void schedule_autodiff(const std::string &generator, const std::string &name, const Target &target, AutodiffStages &a) {
     apply_schedule(generator, kAutodiffSchedules, name, target, a);
 }
 

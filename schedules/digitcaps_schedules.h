@@ -23,8 +23,8 @@ void schedule_digitcaps_backward(const std::string &name, const Halide::Target &
 // the message).
 void schedule_routing_step_s(const std::string &name, const Halide::Target &target, RoutingStepStages &st);
 void schedule_routing_step_logits(const std::string &name, const Halide::Target &target, RoutingStepStages &st);
-void schedule_routing_step_backward(const std::string &generator, const std::string &name,
-                                    const Halide::Target &target, RoutingStepStages &st);
+void schedule_routing_step_backward(const std::string &generator, const std::string &name, const Halide::Target &target,
+                                    RoutingStepStages &st);
 // The autodiff generators (`generator` names which, for the message).
 void schedule_autodiff(const std::string &generator, const std::string &name, const Halide::Target &target,
                        AutodiffStages &a);

@@ -162,9 +162,7 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
         acc.reorder(e, k, st.rb, j).vectorize(e, vec, TailStrategy::GuardWithIf);
         acc.specialize(k8).unroll(k);
     }
-    st.grad_u_hat.in(st.grad_W_value)
-        .compute_at(st.grad_W_value, st.rb.x)
-        .vectorize(e, vec, TailStrategy::GuardWithIf);
+    st.grad_u_hat.in(st.grad_W_value).compute_at(st.grad_W_value, st.rb.x).vectorize(e, vec, TailStrategy::GuardWithIf);
     st.grad_b0.compute_root().parallel(i);
     st.grad_b0.update().reorder(j, st.rb, i).parallel(i);
 }

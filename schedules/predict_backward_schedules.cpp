@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "predict_schedules.h"
 #include "common.h"
+#include "predict_schedules.h"
 
 namespace halcaps {
 
@@ -66,7 +66,7 @@ struct BackwardChunking {
 // Measured: both gradients 118.1 us at MNIST b128 on an H200 (`vectors` 96.4).
 void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
     constexpr int rows_a_lane_group = 16;  // grad_u's lanes along batch rows
-    constexpr int copy_unroll = 16;       // g rows a thread loads before storing them
+    constexpr int copy_unroll = 16;        // g rows a thread loads before storing them
     const int chunk = t.chunk, k_per_thread = 8 / t.k_groups;
     const Expr K = s.grad_u.output_buffer().dim(0).extent();
     const Expr E = s.grad_W.output_buffer().dim(1).extent();
@@ -130,10 +130,7 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
         .gpu_blocks(s.i, bo)
         .vectorize(ki);
     s.grad_u.compute_with(partials, pa[3]);
-    s.accum_u.compute_at(s.grad_u, bx)
-        .store_in(MemoryType::Register)
-        .bound_extent(s.k, k_per_thread)
-        .vectorize(s.k);
+    s.accum_u.compute_at(s.grad_u, bx).store_in(MemoryType::Register).bound_extent(s.k, k_per_thread).vectorize(s.k);
     RVar reo("reo"), rei("rei");
     s.accum_u.update()
         .split(s.r_ej.x, reo, rei, 4, TailStrategy::GuardWithIf)
@@ -166,7 +163,10 @@ void backward_chunks(PredictBackwardStages &s, const BackwardChunking &t) {
 
 const ScheduleTable<PredictBackwardStages> kBackwardSchedules = {
     {"fused_cpu", ScheduleTarget::cpu, [](const Target &, PredictBackwardStages &s) { backward_cpu(s); }},
-    {"fused", ScheduleTarget::gpu, [](const Target &, PredictBackwardStages &s) { backward_chunks(s, {32, 2}); }},
+    {"fused", ScheduleTarget::gpu,
+     [](const Target &, PredictBackwardStages &s) {
+         backward_chunks(s, {32, 2});
+     }},
 };
 
 }  // namespace

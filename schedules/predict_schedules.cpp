@@ -17,10 +17,10 @@ namespace halcaps {
 
 using namespace Halide;
 using schedule_util::apply_schedule;
-using schedule_util::ScheduleTable;
-using schedule_util::ScheduleTarget;
 using schedule_util::check_threads;
 using schedule_util::one_thread_per_output;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 
 namespace {
 
@@ -29,9 +29,9 @@ namespace {
 // The knobs of the CPU forward schedule (explored through
 // schedules/spaces/predict_cpu.space; the defaults are `cpu`).
 struct PredictCpuTiling {
-    int tile_i = 32;       // input capsules per parallel tile
-    int vec_mult = 1;      // e vectors this many natural vectors wide
-    bool stage_w = true;   // transpose the tile's W slice (e innermost) first
+    int tile_i = 32;      // input capsules per parallel tile
+    int vec_mult = 1;     // e vectors this many natural vectors wide
+    bool stage_w = true;  // transpose the tile's W slice (e innermost) first
 };
 
 // Parallel over tiles of `tile_i` input capsules; for each tile, W's slice is
@@ -77,9 +77,7 @@ void predict_cpu(const Target &target, PredictStages &s) { predict_cpu_tiled(tar
 
 // naive: the blog's forward kernel, one thread per output element.
 // Measured: 415.5 us at MNIST b128 on an H200.
-void predict_naive(PredictStages &s) {
-    one_thread_per_output(s.u_hat, s.accum);
-}
+void predict_naive(PredictStages &s) { one_thread_per_output(s.u_hat, s.accum); }
 
 // The knobs of the register-blocked GPU forward schedule.
 struct PredictGpuTiling {
@@ -186,7 +184,11 @@ void row_accumulators(PredictStages &s, const Var &row, int e_vector, RVar &rko)
         .bound_extent(s.i, 1)
         .bound_extent(s.b, 1)
         .vectorize(s.e);
-    s.accum.update().split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf).reorder(s.e, rki, rko).vectorize(s.e).unroll(rki);
+    s.accum.update()
+        .split(s.rk.x, rko, rki, 8, TailStrategy::GuardWithIf)
+        .reorder(s.e, rki, rko)
+        .vectorize(s.e)
+        .unroll(rki);
     s.accum.update().specialize(s.rk.x.extent() == 8);
 }
 
@@ -249,8 +251,7 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
         // strides are products of extents (dense), but Halide addresses it
         // through the strides themselves, so their parity is part of the
         // condition (always true when out_dim is 16).
-        fast = (out_dim == 16) && (K == 8) && (batch % 128 == 0) &&
-               (s.u_hat_buffer.dim(2).stride() % 2 == 0) &&
+        fast = (out_dim == 16) && (K == 8) && (batch % 128 == 0) && (s.u_hat_buffer.dim(2).stride() % 2 == 0) &&
                (s.u_hat_buffer.dim(3).stride() % 2 == 0);
         // ... and the buffer's start 8-byte aligned: declared here (Halide
         // then checks a host u_hat; device tensors are 16-byte aligned,
@@ -266,7 +267,8 @@ void predict_batch_walk(PredictStages &s, bool whole_row = false) {
         }
     }
     Var eo("eo"), ei("ei"), ej("ej"), ejo("ejo"), ejt("ejt"), bo("bo"), bi("bi"), bt("bt"), br("br");
-    auto mapping = [&](Stage f, const Expr &pairs_a_block, int rows_a_thread, TailStrategy e_tail, TailStrategy b_tail) {
+    auto mapping = [&](Stage f, const Expr &pairs_a_block, int rows_a_thread, TailStrategy e_tail,
+                       TailStrategy b_tail) {
         f.split(s.e, eo, ei, 2, e_tail)
             .fuse(eo, s.j, ej)
             .split(ej, ejo, ejt, pairs_a_block, TailStrategy::GuardWithIf)
@@ -365,8 +367,7 @@ void predict_capsule_runs(PredictStages &s, const PredictRunsTiling &t) {
     // which the runtime checks; Halide checks a host u_hat).
     const Expr fast = (out_dim % V == 0) && (K == 8 || K == 16) && (in_caps % C == 0) && (batch >= t.row_groups) &&
                       (C * rows * K * 4 <= 48 * 1024) && (batch % rows == 0) && (out_caps * out_dim / V * C <= 1024) &&
-                      (s.u_hat_buffer.dim(1).stride() % V == 0) &&
-                      (s.u_hat_buffer.dim(2).stride() % V == 0) &&
+                      (s.u_hat_buffer.dim(1).stride() % V == 0) && (s.u_hat_buffer.dim(2).stride() % V == 0) &&
                       (s.u_hat_buffer.dim(3).stride() % V == 0);
     s.u_hat_buffer.set_host_alignment(4 * V);
 
@@ -445,9 +446,7 @@ void grad_input_cpu(PredictGradInputStages &s, int tile_i = 4) {
 
 // naive: the blog's input-gradient kernel, one thread per output element.
 // Measured: both naive gradients 520.5 us at MNIST b128 on an H200.
-void grad_input_naive(PredictGradInputStages &s) {
-    one_thread_per_output(s.grad_u, s.accum);
-}
+void grad_input_naive(PredictGradInputStages &s) { one_thread_per_output(s.grad_u, s.accum); }
 
 // ------------------------------------------------------- gradient w.r.t. W --
 
@@ -463,9 +462,7 @@ void grad_weight_cpu(PredictGradWeightStages &s) {
 }
 
 // naive: the blog's weight-gradient kernel, one thread per output element.
-void grad_weight_naive(PredictGradWeightStages &s) {
-    one_thread_per_output(s.grad_W, s.accum);
-}
+void grad_weight_naive(PredictGradWeightStages &s) { one_thread_per_output(s.grad_W, s.accum); }
 
 // A thread owns one (e, j, i) and a tile of 8 k: 8 accumulators in
 // registers over the whole batch. Per batch element it reads g(e, j, i, b)
@@ -691,7 +688,6 @@ void grad_input_lanes(PredictGradInputStages &s, int batch_tile, int i_threads) 
         .unroll(q[0])
         .unroll(q[2]);
     partial.update().reorder(q[0], q[2], ro).unroll(q[0]).unroll(q[2]);
-
 }
 
 // vectors' grad_u: a thread owns one batch row of one capsule, (b, i), with
@@ -819,7 +815,8 @@ const ScheduleTable<PredictGradInputStages> kGradInputSchedules = {
 const ScheduleTable<PredictGradWeightStages> kGradWeightSchedules = {
     {"cpu", ScheduleTarget::cpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_cpu(s); }},
     {"naive", ScheduleTarget::gpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_naive(s); }},
-    {"tuned", ScheduleTarget::gpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_register_tiles(s, {}); }},
+    {"tuned", ScheduleTarget::gpu,
+     [](const Target &, PredictGradWeightStages &s) { grad_weight_register_tiles(s, {}); }},
     {"vectors", ScheduleTarget::gpu, [](const Target &, PredictGradWeightStages &s) { grad_weight_quads(s); }},
 };
 

@@ -37,10 +37,10 @@ struct CapsConvProblem {
 // grad_input and grad_filter start NaN-poisoned).
 inline void check_capsconv_backward(CapsConvProblem &p, const Options &options) {
     const reference::CapsConvShape &shape = p.s;
-    const Status b = capsconv_backward(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
-                                       host_view(p.grad_output, p.output_shape()),
-                                       host_view(p.grad_input, p.input_shape()),
-                                       host_view(p.grad_filter, p.filter_shape()), p.params(), options);
+    const Status b =
+        capsconv_backward(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
+                          host_view(p.grad_output, p.output_shape()), host_view(p.grad_input, p.input_shape()),
+                          host_view(p.grad_filter, p.filter_shape()), p.params(), options);
     INFO(b.message);
     REQUIRE(b.ok());
     require_matches("grad_input", p.grad_input,

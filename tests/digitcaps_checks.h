@@ -26,12 +26,14 @@ inline Options device_options(Device device, const std::string &implementation =
     return o;
 }
 
-inline Options cpu_options(const std::string &implementation = "") { return device_options(Device::cpu, implementation); }
+inline Options cpu_options(const std::string &implementation = "") {
+    return device_options(Device::cpu, implementation);
+}
 
 inline std::string name(const DigitCapsShape &s, int iterations, bool with_b0) {
     return "B=" + std::to_string(s.batch) + " I=" + std::to_string(s.in_caps) + " K=" + std::to_string(s.in_dim) +
-           " J=" + std::to_string(s.out_caps) + " E=" + std::to_string(s.out_dim) + ", " +
-           std::to_string(iterations) + " iterations, b0 " + (with_b0 ? "given" : "zeros");
+           " J=" + std::to_string(s.out_caps) + " E=" + std::to_string(s.out_dim) + ", " + std::to_string(iterations) +
+           " iterations, b0 " + (with_b0 ? "given" : "zeros");
 }
 
 // Routing outputs and gradients are sums of I·E products through softmax and
@@ -53,8 +55,8 @@ inline double max_abs(const std::vector<double> &v) {
 // ~1e-10 of the gradients they come from); defaults to max |ref|.
 // `atol_floor`: an elementwise tolerance the check allows at least
 // (require_close_conditioned's sensitivity allowance).
-inline void require_close(const char *what, const std::vector<float> &x, const std::vector<double> &ref, double scale_atol,
-                   double scale = 0, double norm_tol = 1e-4, double atol_floor = 0) {
+inline void require_close(const char *what, const std::vector<float> &x, const std::vector<double> &ref,
+                          double scale_atol, double scale = 0, double norm_tol = 1e-4, double atol_floor = 0) {
     const double max_ref = std::max(max_abs(ref), scale);
     const double atol = std::max(scale_atol * std::max(max_ref, 1e-30), atol_floor);
     const auto c = reference::compare(x.data(), ref, {atol, 1e-4});
@@ -95,8 +97,8 @@ inline std::vector<double> nudged(const std::vector<float> &x, uint64_t salt) {
 // `sensitivity` times the reference's own change (10 for the forward,
 // kGradientSensitivity for the gradients).
 inline void require_close_conditioned(const char *what, const std::vector<float> &x, const std::vector<double> &ref,
-                                      const std::vector<double> &ref_nudged, double scale_atol,
-                                      double sensitivity = 10, double scale = 0) {
+                                      const std::vector<double> &ref_nudged, double scale_atol, double sensitivity = 10,
+                                      double scale = 0) {
     double change = 0, change2 = 0, ref2 = 0;
     for (size_t n = 0; n < ref.size(); n++) {
         if (!std::isfinite(ref[n]) || !std::isfinite(ref_nudged[n])) continue;
@@ -111,8 +113,7 @@ inline void require_close_conditioned(const char *what, const std::vector<float>
                   sensitivity * change);
 }
 
-inline std::vector<std::string> implementations(const std::string &op, int iterations,
-                                                Device device = Device::cpu) {
+inline std::vector<std::string> implementations(const std::string &op, int iterations, Device device = Device::cpu) {
     std::vector<std::string> out;
     for (const auto &info : list_implementations()) {
         if (info.op != op || info.device != device) continue;
@@ -138,11 +139,11 @@ inline bool refuses_shape(const std::string &implementation, const DigitCapsShap
 }
 inline void require_refusal(const std::string &implementation, const Status &st) {
     REQUIRE(st.code == StatusCode::unsupported_shape);
-    const char *limits =
-        implementation == "cuda_fused"    ? "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
-        : implementation == "cuda_tensor" ? "out_caps, out_dim and in_dim must each be at most 16"
-        : implementation == "cuda_passes" ? "out_caps and out_dim must each be at most 32"
-                                          : "in_dim must be 8 and out_dim 16";
+    const char *limits = implementation == "cuda_fused"
+                             ? "out_caps must be at most 16, out_dim at most 32 and in_dim at most 16"
+                         : implementation == "cuda_tensor" ? "out_caps, out_dim and in_dim must each be at most 16"
+                         : implementation == "cuda_passes" ? "out_caps and out_dim must each be at most 32"
+                                                           : "in_dim must be 8 and out_dim 16";
     REQUIRE(st.message.find(limits) != std::string::npos);
 }
 
@@ -239,9 +240,8 @@ inline void check_route_backward(const std::string &impl, const DigitCapsShape &
 // digitcaps_backward by `impl`, likewise.
 // grad_b0 is asked for where with_grad_b0 (cuda_tensor's c_0 is an [I, J]
 // table where it is not).
-inline void check_digitcaps_backward(const std::string &impl, const DigitCapsShape &shape, int iterations,
-                                     bool with_b0, Device device,
-                                     const std::function<void(DigitCapsProblem &)> &prepare = {},
+inline void check_digitcaps_backward(const std::string &impl, const DigitCapsShape &shape, int iterations, bool with_b0,
+                                     Device device, const std::function<void(DigitCapsProblem &)> &prepare = {},
                                      bool with_grad_b0 = true) {
     INFO("digitcaps_backward " << impl << (with_grad_b0 ? "" : ", grad_b0 not asked for"));
     DigitCapsProblem p(shape);
@@ -318,9 +318,9 @@ inline Status run_training_pair(const std::string &impl, DigitCapsProblem &p, st
                                 int iterations, bool with_b0, Device device, bool with_grad_b0) {
     const std::vector<std::string> forwards = implementations("digitcaps_with_s", iterations, device);
     const bool own_forward = std::find(forwards.begin(), forwards.end(), impl) != forwards.end();
-    const Status forward =
-        digitcaps_with_s(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(),
-                         p.routing_s_v(routing_s, iterations), iterations, device_options(device, own_forward ? impl : ""));
+    const Status forward = digitcaps_with_s(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(),
+                                            p.routing_s_v(routing_s, iterations), iterations,
+                                            device_options(device, own_forward ? impl : ""));
     INFO("the forward: " << forward.message);
     REQUIRE(forward.ok());
     return backward_with_s(impl, p, routing_s, iterations, with_b0, device, with_grad_b0);
@@ -367,10 +367,9 @@ inline PairStatus run_training_pair_with_c(const std::string &impl, DigitCapsPro
     PairStatus st;
     st.forward = digitcaps_with_c(p.u_v(), p.W_v(), b0_view, p.v_v(), p.routing_s_v(routing_s, iterations),
                                   p.routing_c_v(routing_c, iterations), iterations, options);
-    st.backward = digitcaps_backward_with_c(p.u_v(), p.W_v(), b0_view, p.routing_s_v(routing_s, iterations),
-                                            p.routing_c_v(routing_c, iterations), p.grad_v_v(), p.grad_u_v(),
-                                            p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{}, iterations,
-                                            options);
+    st.backward = digitcaps_backward_with_c(
+        p.u_v(), p.W_v(), b0_view, p.routing_s_v(routing_s, iterations), p.routing_c_v(routing_c, iterations),
+        p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), with_grad_b0 ? p.grad_b0_v() : TensorView{}, iterations, options);
     return st;
 }
 
@@ -379,15 +378,15 @@ inline PairStatus run_training_pair_with_c(const std::string &impl, DigitCapsPro
 // against the reference, then digitcaps_backward_with_c from its s and c,
 // the gradients against the reference. Both refuse a shape beyond `impl`'s
 // limits before any device work.
-inline void check_digitcaps_with_c(const std::string &impl, const DigitCapsShape &shape, int iterations,
-                                   bool with_b0, Device device, bool with_grad_b0 = true,
+inline void check_digitcaps_with_c(const std::string &impl, const DigitCapsShape &shape, int iterations, bool with_b0,
+                                   Device device, bool with_grad_b0 = true,
                                    const std::function<void(DigitCapsProblem &)> &prepare = {}) {
     INFO("digitcaps_with_c, digitcaps_backward_with_c " << impl << (with_grad_b0 ? "" : ", grad_b0 not asked for"));
     DigitCapsProblem p(shape);
     if (prepare) prepare(p);
     std::vector<float> routing_s, routing_c;
-    const PairStatus st = run_training_pair_with_c(impl, p, routing_s, routing_c, iterations, with_b0, device,
-                                                   with_grad_b0);
+    const PairStatus st =
+        run_training_pair_with_c(impl, p, routing_s, routing_c, iterations, with_b0, device, with_grad_b0);
     INFO("the forward: " << st.forward.message);
     INFO("the backward: " << st.backward.message);
     if (refuses_shape(impl, shape)) {
@@ -411,7 +410,8 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
     for (const auto &impl : implementations("route", iterations, device)) {
         INFO("route " << impl);
         DigitCapsProblem p(shape);
-        const Status st = route(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), iterations, device_options(device, impl));
+        const Status st =
+            route(p.u_hat_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), iterations, device_options(device, impl));
         INFO(st.message);
         REQUIRE(st.ok());
         const std::vector<double> u_hat_nudged = nudged(p.u_hat, 1), b0_nudged = nudged(p.b0, 2);
@@ -454,8 +454,8 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
 // cannot resolve.
 inline void check_backward_on_hard_inputs(Device device) {
     const DigitCapsShape s{3, 9, 4, 5, 8};
-    const std::vector<std::pair<float, float>> cases = {{1e-25f, 1.0f}, {1e-25f, 80.0f}, {1e-6f, 1.0f},
-                                                        {1e-6f, 80.0f}, {1e15f, 1.0f}};
+    const std::vector<std::pair<float, float>> cases = {
+        {1e-25f, 1.0f}, {1e-25f, 80.0f}, {1e-6f, 1.0f}, {1e-6f, 80.0f}, {1e15f, 1.0f}};
     auto finite_and_tiny = [](const char *what, const std::vector<float> &x) {
         INFO(what);
         for (float y : x) {
@@ -486,8 +486,8 @@ inline void check_backward_on_hard_inputs(Device device) {
                 INFO("route_backward " << impl);
                 DigitCapsProblem p(s);
                 scaled_u_hat(p);
-                const Status st = route_backward(p.u_hat_v(), p.b0_v(), p.grad_v_v(), p.grad_u_hat_v(),
-                                                 p.grad_b0_v(), iterations, device_options(device, impl));
+                const Status st = route_backward(p.u_hat_v(), p.b0_v(), p.grad_v_v(), p.grad_u_hat_v(), p.grad_b0_v(),
+                                                 iterations, device_options(device, impl));
                 INFO(st.message);
                 REQUIRE(st.ok());
                 finite_and_tiny("grad_u_hat", p.grad_u_hat);
@@ -500,9 +500,9 @@ inline void check_backward_on_hard_inputs(Device device) {
                 INFO("digitcaps_backward " << impl);
                 DigitCapsProblem p(s);
                 scaled_u(p);
-                const Status st = digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(),
-                                                     p.grad_W_v(), p.grad_b0_v(), iterations,
-                                                     device_options(device, impl));
+                const Status st =
+                    digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(),
+                                       p.grad_b0_v(), iterations, device_options(device, impl));
                 INFO(st.message);
                 REQUIRE(st.ok());
                 finite_and_tiny("grad_u", p.grad_u);
@@ -532,8 +532,8 @@ inline void check_backward_on_hard_inputs(Device device) {
                 DigitCapsProblem p(s);
                 scaled_u(p);
                 std::vector<float> routing_s, routing_c;
-                const PairStatus st = run_training_pair_with_c(impl, p, routing_s, routing_c, iterations, true, device,
-                                                               true);
+                const PairStatus st =
+                    run_training_pair_with_c(impl, p, routing_s, routing_c, iterations, true, device, true);
                 INFO(st.forward.message);
                 REQUIRE(st.forward.ok());
                 INFO(st.backward.message);
@@ -544,7 +544,6 @@ inline void check_backward_on_hard_inputs(Device device) {
         }
     }
 }
-
 
 // ---- NaN and +-inf (docs/design.md §1.2): each input of each routing op ----
 
@@ -730,9 +729,11 @@ inline void check_nonfinite_layer(Device device, int iterations) {
                 const auto ref_n = reference::digitcaps_f64(s, u_n.data(), W_n.data(), b0_n.data(), iterations);
                 const auto ref_s =
                     reference::digitcaps_routing_s_f64(s, base.u.data(), base.W.data(), base.b0.data(), iterations);
-                const auto ref_s_n = reference::digitcaps_routing_s_f64(s, u_n.data(), W_n.data(), b0_n.data(), iterations);
+                const auto ref_s_n =
+                    reference::digitcaps_routing_s_f64(s, u_n.data(), W_n.data(), b0_n.data(), iterations);
                 for (const bool with_s : {false, true}) {
-                    for (const auto &impl : implementations(with_s ? "digitcaps_with_s" : "digitcaps", iterations, device)) {
+                    for (const auto &impl :
+                         implementations(with_s ? "digitcaps_with_s" : "digitcaps", iterations, device)) {
                         INFO((with_s ? "digitcaps_with_s " : "digitcaps ") << impl);
                         DigitCapsProblem p = base;
                         std::vector<float> routing_s = nan_filled(iterations * s.v_size());
@@ -756,14 +757,14 @@ inline void check_nonfinite_layer(Device device, int iterations) {
             if (input != "routing_s") {
                 const auto ref = reference::digitcaps_backward_f64(s, base.u.data(), base.W.data(), base.b0.data(),
                                                                    base.grad_v.data(), iterations);
-                const auto ref_n =
-                    reference::digitcaps_backward_f64(s, u_n.data(), W_n.data(), b0_n.data(), grad_v.data(), iterations);
+                const auto ref_n = reference::digitcaps_backward_f64(s, u_n.data(), W_n.data(), b0_n.data(),
+                                                                     grad_v.data(), iterations);
                 for (const auto &impl : implementations("digitcaps_backward", iterations, device)) {
                     INFO("digitcaps_backward " << impl);
                     DigitCapsProblem p = base;
-                    const Status st = digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(),
-                                                         p.grad_W_v(), p.grad_b0_v(), iterations,
-                                                         device_options(device, impl));
+                    const Status st =
+                        digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), p.grad_u_v(), p.grad_W_v(),
+                                           p.grad_b0_v(), iterations, device_options(device, impl));
                     INFO(st.message);
                     if (refused(impl, s, st)) continue;
                     REQUIRE(st.ok());
@@ -774,12 +775,12 @@ inline void check_nonfinite_layer(Device device, int iterations) {
                 reference::digitcaps_routing_s_f64(s, base.u.data(), base.W.data(), base.b0.data(), iterations);
             std::vector<float> routing_s(s_ref.begin(), s_ref.end());
             if (input == "routing_s") poison(routing_s, special);
-            const auto ref = reference::digitcaps_backward_given_s_f64(s, base.u.data(), base.W.data(), base.b0.data(),
-                                                                       routing_s.data(), base.grad_v.data(), iterations);
+            const auto ref = reference::digitcaps_backward_given_s_f64(
+                s, base.u.data(), base.W.data(), base.b0.data(), routing_s.data(), base.grad_v.data(), iterations);
             const std::vector<float> u_nf(u_n.begin(), u_n.end()), W_nf(W_n.begin(), W_n.end()),
                 b0_nf(b0_n.begin(), b0_n.end());
-            const auto ref_n = reference::digitcaps_backward_given_s_f64(s, u_nf.data(), W_nf.data(), b0_nf.data(),
-                                                                         routing_s.data(), base.grad_v.data(), iterations);
+            const auto ref_n = reference::digitcaps_backward_given_s_f64(
+                s, u_nf.data(), W_nf.data(), b0_nf.data(), routing_s.data(), base.grad_v.data(), iterations);
             for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
                 INFO("digitcaps_backward_with_s " << impl);
                 DigitCapsProblem p = base;

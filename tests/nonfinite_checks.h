@@ -25,7 +25,8 @@ namespace halcaps::testing {
 // pattern. Checked: every element the reference has non-finite is
 // non-finite (nothing dropped), and every finite one matches the reference;
 // the extra non-finite elements are counted.
-inline void require_winograd_superset(const std::vector<float> &x, const std::vector<double> &ref, int64_t reduction_length) {
+inline void require_winograd_superset(const std::vector<float> &x, const std::vector<double> &ref,
+                                      int64_t reduction_length) {
     std::vector<float> finite_x;
     std::vector<double> finite_ref;
     int64_t extra = 0;
@@ -92,9 +93,9 @@ inline void check_nonfinite_predict(Device device) {
 
 inline void check_nonfinite_capsconv(Device device) {
     // Padding 0 and 1; 3x3 filters at stride 1 so that the Winograd forms run too.
-    for (const reference::CapsConvShape &s : {reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 0},
-                                             reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 1},
-                                             reference::CapsConvShape{1, 9, 8, 2, 3, 3, 3, 2, 1}}) {
+    for (const reference::CapsConvShape &s :
+         {reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 0}, reference::CapsConvShape{2, 7, 6, 3, 3, 3, 2, 1, 1},
+          reference::CapsConvShape{1, 9, 8, 2, 3, 3, 3, 2, 1}}) {
         for (const float special : kSpecials) {
             for (const char *input : {"input", "filter", "grad_output"}) {
                 INFO("seed " << seed() << ", " << shape_name(s) << ", " << special << " in " << input);
@@ -108,9 +109,9 @@ inline void check_nonfinite_capsconv(Device device) {
                     for (const auto &impl : implementations_for("capsconv", device)) {
                         INFO("capsconv " << impl);
                         CapsConvProblem p = base;
-                        const Status st = capsconv(host_view(p.input, p.input_shape()),
-                                                   host_view(p.filter, p.filter_shape()),
-                                                   host_view(p.output, p.output_shape()), p.params(), device_options(device, impl));
+                        const Status st =
+                            capsconv(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
+                                     host_view(p.output, p.output_shape()), p.params(), device_options(device, impl));
                         INFO(st.message);
                         const bool winograd = impl.rfind("winograd", 0) == 0;
                         if (winograd && s.stride != 1) {  // 3x3 filters at stride 1 only

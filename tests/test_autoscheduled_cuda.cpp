@@ -41,9 +41,9 @@ TEST_CASE("cuda autoscheduled: Anderson2021 is built for every operator", "[cuda
 TEST_CASE("cuda autoscheduled: capsule convolution at odd sizes, strides, padding", "[cuda][autosched]") {
     const std::vector<reference::CapsConvShape> shapes = {
         //  n   H   W  ci kh kw co s  p
-        {1, 1, 1, 1, 1, 1, 1, 1, 0},   {1, 3, 3, 1, 3, 3, 1, 1, 0},  {2, 7, 5, 3, 3, 3, 2, 1, 1},
-        {1, 9, 9, 2, 3, 3, 3, 2, 0},   {3, 8, 11, 1, 2, 3, 5, 2, 1}, {1, 13, 7, 5, 5, 5, 1, 1, 2},
-        {1, 11, 13, 2, 5, 5, 3, 3, 1}, {2, 33, 17, 33, 3, 3, 31, 1, 1}, {1, 17, 33, 31, 3, 3, 33, 2, 1},
+        {1, 1, 1, 1, 1, 1, 1, 1, 0},     {1, 3, 3, 1, 3, 3, 1, 1, 0},     {2, 7, 5, 3, 3, 3, 2, 1, 1},
+        {1, 9, 9, 2, 3, 3, 3, 2, 0},     {3, 8, 11, 1, 2, 3, 5, 2, 1},    {1, 13, 7, 5, 5, 5, 1, 1, 2},
+        {1, 11, 13, 2, 5, 5, 3, 3, 1},   {2, 33, 17, 33, 3, 3, 31, 1, 1}, {1, 17, 33, 31, 3, 3, 33, 2, 1},
         {8, 32, 32, 32, 3, 3, 32, 1, 1},   // the estimates
         {1, 128, 128, 3, 5, 5, 1, 1, 0}};  // Vaidya's seed problem
     for (const auto &name : implementations_for("capsconv", Device::cuda)) {

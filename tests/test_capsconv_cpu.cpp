@@ -31,10 +31,10 @@ Options cpu(const std::string &implementation) {
 // AVX2 / AVX-512 vector counts; strides 1-3, pads 0-2, filters 1x1 to 5x5.
 std::vector<CapsConvShape> odd_conv_shapes() {
     //       n   H   W  ci kh kw co s  p
-    return {{1, 1, 1, 1, 1, 1, 1, 1, 0},  {1, 3, 3, 1, 3, 3, 1, 1, 0},  {2, 7, 5, 3, 3, 3, 2, 1, 1},
-            {1, 9, 9, 2, 3, 3, 3, 2, 0},  {3, 8, 11, 1, 2, 3, 5, 2, 1}, {1, 13, 7, 5, 5, 5, 1, 1, 2},
-            {2, 5, 9, 4, 1, 1, 4, 1, 0},  {1, 6, 6, 3, 1, 1, 7, 2, 0},  {1, 11, 13, 2, 5, 5, 3, 3, 1},
-            {4, 4, 4, 9, 3, 3, 1, 1, 1},  {1, 2, 2, 1, 3, 3, 2, 1, 2},  {1, 17, 3, 1, 4, 2, 2, 2, 1}};
+    return {{1, 1, 1, 1, 1, 1, 1, 1, 0}, {1, 3, 3, 1, 3, 3, 1, 1, 0},  {2, 7, 5, 3, 3, 3, 2, 1, 1},
+            {1, 9, 9, 2, 3, 3, 3, 2, 0}, {3, 8, 11, 1, 2, 3, 5, 2, 1}, {1, 13, 7, 5, 5, 5, 1, 1, 2},
+            {2, 5, 9, 4, 1, 1, 4, 1, 0}, {1, 6, 6, 3, 1, 1, 7, 2, 0},  {1, 11, 13, 2, 5, 5, 3, 3, 1},
+            {4, 4, 4, 9, 3, 3, 1, 1, 1}, {1, 2, 2, 1, 3, 3, 2, 1, 2},  {1, 17, 3, 1, 4, 2, 2, 2, 1}};
 }
 
 }  // namespace
@@ -90,12 +90,12 @@ TEST_CASE("capsconv: the Winograd forms reject other filters and strides", "[cap
                        std::string("capsconv: implementation '") + name +
                            "' computes 3x3 filters at stride 1 only; filter is 5x5, stride 1");
         CapsConvProblem strided({1, 9, 9, 2, 3, 3, 1, 2, 1});
-        require_status(capsconv(host_view(strided.input, strided.input_shape()),
-                                host_view(strided.filter, strided.filter_shape()),
-                                host_view(strided.output, strided.output_shape()), strided.params(), cpu(name)),
-                       StatusCode::unsupported_shape,
-                       std::string("capsconv: implementation '") + name +
-                           "' computes 3x3 filters at stride 1 only; filter is 3x3, stride 2");
+        require_status(
+            capsconv(host_view(strided.input, strided.input_shape()), host_view(strided.filter, strided.filter_shape()),
+                     host_view(strided.output, strided.output_shape()), strided.params(), cpu(name)),
+            StatusCode::unsupported_shape,
+            std::string("capsconv: implementation '") + name +
+                "' computes 3x3 filters at stride 1 only; filter is 3x3, stride 2");
     }
     CapsConvProblem p({1, 5, 5, 1, 3, 3, 1, 1, 1});
     require_status(capsconv(host_view(p.input, p.input_shape()), host_view(p.filter, p.filter_shape()),
@@ -198,7 +198,8 @@ TEST_CASE("capsconv: bad arguments give exact statuses", "[capsconv][errors]") {
                    "capsconv: input has strides");
     TensorView on_device = out;
     on_device.space = MemorySpace::cuda;
-    require_status(capsconv(in, k, on_device, params, o), StatusCode::wrong_memory_space, "capsconv: output is in cuda");
+    require_status(capsconv(in, k, on_device, params, o), StatusCode::wrong_memory_space,
+                   "capsconv: output is in cuda");
     require_status(capsconv(in, k, out, params, cpu("tuned")), StatusCode::unknown_implementation,
                    "capsconv: no implementation named 'tuned' for device cpu; available: cpu_co4, cpu");
     require_status(capsconv_backward(in, k, g, gi, gk, params, cpu("cpu_co4")), StatusCode::unknown_implementation,

@@ -48,12 +48,24 @@ std::vector<std::string> direct_cuda_implementations(const std::string &op) {
 // Strides up to 3 with 5x5 filters (staged_rows refuses some of them).
 std::vector<CapsConvShape> cuda_conv_shapes() {
     //       n   H   W  ci kh kw co s  p
-    return {{1, 1, 1, 1, 1, 1, 1, 1, 0},    {1, 3, 3, 1, 3, 3, 1, 1, 0},   {2, 7, 5, 3, 3, 3, 2, 1, 1},
-            {1, 9, 9, 2, 3, 3, 3, 2, 0},    {3, 8, 11, 1, 2, 3, 5, 2, 1},  {1, 13, 7, 5, 5, 5, 1, 1, 2},
-            {2, 5, 9, 4, 1, 1, 4, 1, 0},    {1, 6, 6, 3, 1, 1, 7, 2, 0},   {1, 11, 13, 2, 5, 5, 3, 3, 1},
-            {4, 4, 4, 9, 3, 3, 1, 1, 1},    {1, 2, 2, 1, 3, 3, 2, 1, 2},   {1, 17, 3, 1, 4, 2, 2, 2, 1},
-            {1, 33, 31, 5, 3, 3, 3, 1, 1},  {2, 9, 35, 4, 3, 3, 4, 1, 0},  {1, 17, 15, 8, 3, 3, 5, 1, 1},
-            {3, 10, 10, 7, 5, 5, 9, 2, 2},  {1, 131, 3, 1, 3, 1, 1, 1, 0}, {2, 65, 7, 2, 1, 3, 1, 1, 1},
+    return {{1, 1, 1, 1, 1, 1, 1, 1, 0},
+            {1, 3, 3, 1, 3, 3, 1, 1, 0},
+            {2, 7, 5, 3, 3, 3, 2, 1, 1},
+            {1, 9, 9, 2, 3, 3, 3, 2, 0},
+            {3, 8, 11, 1, 2, 3, 5, 2, 1},
+            {1, 13, 7, 5, 5, 5, 1, 1, 2},
+            {2, 5, 9, 4, 1, 1, 4, 1, 0},
+            {1, 6, 6, 3, 1, 1, 7, 2, 0},
+            {1, 11, 13, 2, 5, 5, 3, 3, 1},
+            {4, 4, 4, 9, 3, 3, 1, 1, 1},
+            {1, 2, 2, 1, 3, 3, 2, 1, 2},
+            {1, 17, 3, 1, 4, 2, 2, 2, 1},
+            {1, 33, 31, 5, 3, 3, 3, 1, 1},
+            {2, 9, 35, 4, 3, 3, 4, 1, 0},
+            {1, 17, 15, 8, 3, 3, 5, 1, 1},
+            {3, 10, 10, 7, 5, 5, 9, 2, 2},
+            {1, 131, 3, 1, 3, 1, 1, 1, 0},
+            {2, 65, 7, 2, 1, 3, 1, 1, 1},
             {1, 23, 29, 3, 5, 5, 2, 3, 2},
             // kh = 11: a filter taller than 8 rows.
             {1, 14, 12, 2, 11, 3, 2, 1, 3}};
@@ -67,8 +79,8 @@ void check_on_device(const CapsConvShape &shape, const std::string &implementati
     DeviceTensor input(p.input, false), filter(p.filter, false), grad_output(p.grad_output, false);
     DeviceTensor output(p.output, true), grad_input(p.grad_input, true), grad_filter(p.grad_filter, true);
     const Options options = cuda_options(implementation, stream);
-    const Status f = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()),
-                              output.view(p.output_shape()), p.params(), options);
+    const Status f = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()), output.view(p.output_shape()),
+                              p.params(), options);
     INFO(f.message);
     REQUIRE(f.ok());
     cuda_ok(cudaStreamSynchronize(stream));
@@ -196,9 +208,9 @@ TEST_CASE("cuda capsconv: backward-only implementations", "[cuda][capsconv]") {
     for (const auto &name : halide_cuda_implementations("capsconv_backward")) {
         if (std::find(forward.begin(), forward.end(), name) != forward.end()) continue;
         std::vector<CapsConvShape> shapes = cuda_conv_shapes();
-        shapes.push_back({1, 128, 128, 3, 5, 5, 1, 1, 0});    // Vaidya's seed
+        shapes.push_back({1, 128, 128, 3, 5, 5, 1, 1, 0});  // Vaidya's seed
         shapes.push_back({2, 16, 16, 16, 3, 3, 16, 1, 1});
-        shapes.push_back({2, 17, 15, 9, 3, 3, 5, 1, 1});      // ci, co one off the 8 x 4 thread block
+        shapes.push_back({2, 17, 15, 9, 3, 3, 5, 1, 1});  // ci, co one off the 8 x 4 thread block
         for (const auto &shape : shapes) {
             CapsConvProblem p(shape);
             INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << name);
@@ -233,8 +245,9 @@ TEST_CASE("cuda capsconv: the Winograd forms on 3x3, stride-1 shapes", "[cuda][c
         check_on_device({2, 7, 5, 3, 3, 3, 2, 1, 1}, name, false, nullptr);
         check_on_device({1, 33, 31, 5, 3, 3, 3, 1, 1}, name, false, stream);
         CapsConvProblem five({1, 9, 9, 2, 5, 5, 1, 1, 0});
-        const Status s = capsconv(host_view(five.input, five.input_shape()), host_view(five.filter, five.filter_shape()),
-                                  host_view(five.output, five.output_shape()), five.params(), cuda_options(name));
+        const Status s =
+            capsconv(host_view(five.input, five.input_shape()), host_view(five.filter, five.filter_shape()),
+                     host_view(five.output, five.output_shape()), five.params(), cuda_options(name));
         INFO(name << ": " << s.message);
         REQUIRE(s.code == StatusCode::unsupported_shape);
     }
@@ -251,6 +264,5 @@ TEST_CASE("cuda capsconv: bad arguments on the cuda device give exact statuses",
     DeviceTensor device_out(p.output, true);
     Options cpu;
     cpu.device = Device::cpu;
-    REQUIRE(capsconv(in, k, device_out.view(p.output_shape()), p.params(), cpu).code ==
-            StatusCode::wrong_memory_space);
+    REQUIRE(capsconv(in, k, device_out.view(p.output_shape()), p.params(), cpu).code == StatusCode::wrong_memory_space);
 }

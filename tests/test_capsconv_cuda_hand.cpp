@@ -39,8 +39,8 @@ void check_on_device(const reference::CapsConvShape &shape, const std::string &i
     INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << implementation
                  << ", device tensors, offset " << offset);
     DeviceTensor input(p.input, false, offset), filter(p.filter, false, offset), output(p.output, true, offset);
-    const Status s = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()),
-                              output.view(p.output_shape()), p.params(), cuda_options(implementation, stream));
+    const Status s = capsconv(input.view(p.input_shape()), filter.view(p.filter_shape()), output.view(p.output_shape()),
+                              p.params(), cuda_options(implementation, stream));
     INFO(s.message);
     REQUIRE(s.ok());
     cuda_ok(cudaStreamSynchronize(stream));
@@ -51,17 +51,17 @@ void check_on_device(const reference::CapsConvShape &shape, const std::string &i
 // n, H, W, ci, kh, kw, co, stride, pad
 std::vector<reference::CapsConvShape> odd_capsconv_shapes() {
     return {
-        {1, 1, 1, 1, 1, 1, 1, 1, 0},     // one pixel, one tap
-        {1, 13, 11, 3, 5, 5, 1, 1, 0},   // the seed problem's k, ci, co on a small odd image
-        {2, 9, 7, 3, 3, 3, 2, 2, 1},     // stride 2, pad 1, n > 1, co > 1
-        {3, 5, 4, 2, 1, 1, 3, 1, 0},     // k = 1
-        {2, 7, 9, 2, 5, 5, 3, 1, 2},     // k = 5, pad 2
-        {1, 3, 3, 1, 3, 3, 1, 1, 0},     // a single output pixel
-        {3, 17, 15, 2, 3, 3, 2, 1, 1},   // 765 pixels: 11 full blocks of 64 and a partial one
-        {2, 8, 8, 3, 3, 3, 1, 3, 2},     // stride 3 with pad 2 (taps in the padding on both sides)
-        {1, 6, 6, 33, 4, 4, 2, 1, 0},    // 528 taps: more than one 512-tap filter chunk
-        {2, 5, 5, 1, 5, 5, 7, 2, 2},     // kh = H, odd co
-        {1, 2, 9, 2, 1, 3, 2, 1, 0},     // non-square filter and image
+        {1, 1, 1, 1, 1, 1, 1, 1, 0},    // one pixel, one tap
+        {1, 13, 11, 3, 5, 5, 1, 1, 0},  // the seed problem's k, ci, co on a small odd image
+        {2, 9, 7, 3, 3, 3, 2, 2, 1},    // stride 2, pad 1, n > 1, co > 1
+        {3, 5, 4, 2, 1, 1, 3, 1, 0},    // k = 1
+        {2, 7, 9, 2, 5, 5, 3, 1, 2},    // k = 5, pad 2
+        {1, 3, 3, 1, 3, 3, 1, 1, 0},    // a single output pixel
+        {3, 17, 15, 2, 3, 3, 2, 1, 1},  // 765 pixels: 11 full blocks of 64 and a partial one
+        {2, 8, 8, 3, 3, 3, 1, 3, 2},    // stride 3 with pad 2 (taps in the padding on both sides)
+        {1, 6, 6, 33, 4, 4, 2, 1, 0},   // 528 taps: more than one 512-tap filter chunk
+        {2, 5, 5, 1, 5, 5, 7, 2, 2},    // kh = H, odd co
+        {1, 2, 9, 2, 1, 3, 2, 1, 0},    // non-square filter and image
     };
 }
 

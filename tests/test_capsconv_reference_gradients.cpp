@@ -33,19 +33,17 @@ TEST_CASE("capsconv: reference gradients match central finite differences", "[gr
             for (size_t n = 0; n < O.size(); n++) sum += g[n] * O[n];
             return sum;
         };
+        require_matches_finite_differences("grad_input", reference::capsconv_grad_input_f64(shape, g.data(), K.data()),
+                                           finite_difference(loss, I));
         require_matches_finite_differences(
-            "grad_input", reference::capsconv_grad_input_f64(shape, g.data(), K.data()),
-            finite_difference(loss, I));
-        require_matches_finite_differences(
-            "grad_filter", reference::capsconv_grad_filter_f64(shape, g.data(), I.data()),
-            finite_difference(loss, K));
+            "grad_filter", reference::capsconv_grad_filter_f64(shape, g.data(), I.data()), finite_difference(loss, K));
     }
 }
 
 TEST_CASE("capsconv: the naive OpenMP baseline matches the float64 reference", "[baseline][capsconv]") {
-    for (const auto &shape : {reference::CapsConvShape{1, 20, 17, 3, 5, 5, 1, 1, 0},
-                              reference::CapsConvShape{3, 9, 8, 5, 3, 3, 4, 2, 1},
-                              reference::CapsConvShape{1, 1, 1, 1, 1, 1, 1, 1, 0}}) {
+    for (const auto &shape :
+         {reference::CapsConvShape{1, 20, 17, 3, 5, 5, 1, 1, 0}, reference::CapsConvShape{3, 9, 8, 5, 3, 3, 4, 2, 1},
+          reference::CapsConvShape{1, 1, 1, 1, 1, 1, 1, 1, 0}}) {
         INFO("seed " << seed() << ", shape " << shape_name(shape));
         CapsConvProblem p(shape);
         reference::capsconv_naive_openmp(shape, p.input.data(), p.filter.data(), p.output.data());

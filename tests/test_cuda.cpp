@@ -41,8 +41,7 @@ void check_on_device(const std::string &op, const reference::PredictShape &shape
         INFO(s.message);
         REQUIRE(s.ok());
         cuda_ok(cudaStreamSynchronize(stream));
-        require_matches("u_hat", u_hat.download(), reference::predict_f64(p.s, p.u.data(), p.W.data()),
-                        shape.in_dim);
+        require_matches("u_hat", u_hat.download(), reference::predict_f64(p.s, p.u.data(), p.W.data()), shape.in_dim);
         return;
     }
     const Status s = predict_backward(g.view(p.u_hat_shape()), u.view(p.u_shape()), W.view(p.W_shape()),
@@ -68,16 +67,19 @@ void check_on_device(const std::string &op, const reference::PredictShape &shape
 // (Which schedule ran is not visible here: the Halide forwards sum over k in
 // the same order, so their results can be bitwise equal.)
 TEST_CASE("cuda: predict's default off batch_walk's shapes is right at in_dim 8, 16 and 9", "[cuda][default]") {
-    for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{
-             {5, 7, 8, 3, 16}, {5, 7, 16, 3, 16}, {5, 7, 9, 3, 16}, {128, 6, 16, 10, 16}, {64, 6, 16, 10, 16},
-             {770, 6, 16, 10, 16}}) {
+    for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{{5, 7, 8, 3, 16},
+                                                                                     {5, 7, 16, 3, 16},
+                                                                                     {5, 7, 9, 3, 16},
+                                                                                     {128, 6, 16, 10, 16},
+                                                                                     {64, 6, 16, 10, 16},
+                                                                                     {770, 6, 16, 10, 16}}) {
         const int64_t K = shape.in_dim;
         PredictProblem p(shape);
         INFO("seed " << seed() << ", shape " << shape_name(shape));
         Options o;
         o.device = Device::cuda;
-        const Status s = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()),
-                                 host_view(p.u_hat, p.u_hat_shape()), o);
+        const Status s =
+            predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), host_view(p.u_hat, p.u_hat_shape()), o);
         INFO(s.message);
         REQUIRE(s.ok());
         require_matches("u_hat", p.u_hat, reference::predict_f64(p.s, p.u.data(), p.W.data()), K);
@@ -219,15 +221,14 @@ TEST_CASE("cuda: the staged forward's fast path at odd shapes", "[cuda][staged]"
 // guarded mapping then runs), in_dim 16 (its own kernel) with the largest
 // tile there (384 rows) and one row past it. Shapes are {B, I, K, J, E}.
 TEST_CASE("cuda: the capsule-runs forward's fast path at odd shapes", "[cuda][runs]") {
-    for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{
-             {2, 2, 8, 1, 2},
-             {130, 38, 8, 11, 16},
-             {6, 4, 8, 64, 16},
-             {1536, 2, 8, 1, 2},
-             {1538, 4, 8, 3, 2},
-             {34, 6, 16, 5, 4},
-             {768, 2, 16, 1, 2},
-             {770, 2, 16, 3, 2}}) {
+    for (const reference::PredictShape &shape : std::vector<reference::PredictShape>{{2, 2, 8, 1, 2},
+                                                                                     {130, 38, 8, 11, 16},
+                                                                                     {6, 4, 8, 64, 16},
+                                                                                     {1536, 2, 8, 1, 2},
+                                                                                     {1538, 4, 8, 3, 2},
+                                                                                     {34, 6, 16, 5, 4},
+                                                                                     {768, 2, 16, 1, 2},
+                                                                                     {770, 2, 16, 3, 2}}) {
         check_predict(shape, cuda_options("capsule_runs"));
     }
 }

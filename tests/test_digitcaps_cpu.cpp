@@ -56,7 +56,7 @@ TEST_CASE("routing: blog grid, batch/in_caps/in_dim/out_caps/out_dim in {4, 8}",
 }
 
 TEST_CASE("routing: odd sizes, 1 and 5 iterations, b0 given and not", "[routing]") {
-    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},   {1, 3, 7, 5, 3},  {3, 7, 1, 11, 13},
+    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},   {1, 3, 7, 5, 3},     {3, 7, 1, 11, 13},
                                                 {7, 5, 3, 3, 17},  {2, 127, 8, 10, 16}, {17, 13, 9, 7, 15},
                                                 {5, 31, 2, 2, 31}, {2, 3, 8, 1, 33}};
     for (const auto &s : shapes) {
@@ -143,7 +143,8 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
                    "digitcaps: iterations is " + std::to_string(kMaxRoutingIterations + 1) + "; at most " +
                        std::to_string(kMaxRoutingIterations) + " are supported");
     require_status(route(p.u_hat_v(), TensorView{}, p.v_v(), 5, cpu_options("stage_per_op")),
-                   StatusCode::unsupported_iterations, "route: implementation 'stage_per_op' is built for iterations 3");
+                   StatusCode::unsupported_iterations,
+                   "route: implementation 'stage_per_op' is built for iterations 3");
     require_status(route(p.u_hat_v(), TensorView{}, p.v_v(), 3, cpu_options("tuned")),
                    StatusCode::unknown_implementation, "route: no implementation named 'tuned' for device cpu");
     TensorView bad_b0 = p.b0_v();
@@ -168,13 +169,14 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
                    "digitcaps: W has strides [1, 3, 15, 90]");
     TensorView grad_W_bad = p.grad_W_v();
     grad_W_bad.shape[3] = 5;
-    require_status(digitcaps_backward(p.u_v(), p.W_v(), TensorView{}, p.grad_v_v(), p.grad_u_v(), grad_W_bad,
-                                      TensorView{}, 3, o),
-                   StatusCode::extent_mismatch, "digitcaps_backward: grad_W extent 3 (in_dim) is 5 but u has in_dim = 4");
+    require_status(
+        digitcaps_backward(p.u_v(), p.W_v(), TensorView{}, p.grad_v_v(), p.grad_u_v(), grad_W_bad, TensorView{}, 3, o),
+        StatusCode::extent_mismatch, "digitcaps_backward: grad_W extent 3 (in_dim) is 5 but u has in_dim = 4");
     TensorView gv = p.grad_v_v();
     gv.space = MemorySpace::cuda;
     require_status(route_backward(p.u_hat_v(), TensorView{}, gv, p.grad_u_hat_v(), TensorView{}, 3, o),
-                   StatusCode::wrong_memory_space, "route_backward: grad_v is in cuda memory but u_hat is in host memory");
+                   StatusCode::wrong_memory_space,
+                   "route_backward: grad_v is in cuda memory but u_hat is in host memory");
     std::vector<float> scalar(1);
     require_status(squash(host_view(scalar, {}), host_view(scalar, {}), o), StatusCode::bad_rank,
                    "squash: s must have rank >= 1");
@@ -225,9 +227,9 @@ TEST_CASE("routing: bad arguments give exact statuses", "[routing]") {
                    StatusCode::unknown_implementation,
                    "digitcaps_with_c: no implementation named 'cpu' for device cpu; available: none");
     // Optional outputs may be left out.
-    REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), TensorView{}, p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), TensorView{},
-                               3, o)
-                .ok());
+    REQUIRE(
+        digitcaps_backward(p.u_v(), p.W_v(), TensorView{}, p.grad_v_v(), p.grad_u_v(), p.grad_W_v(), TensorView{}, 3, o)
+            .ok());
 }
 
 TEST_CASE("routing: Halide's autodiff backward agrees with the hand-derived one", "[routing]") {
@@ -236,7 +238,8 @@ TEST_CASE("routing: Halide's autodiff backward agrees with the hand-derived one"
     // against each other, on the same inputs, with b0 given, at odd sizes
     // and where the adjoint region once ran past out_dim (E = 16, 17).
     INFO("seed " << seed());
-    for (const DigitCapsShape &s : std::vector<DigitCapsShape>{{3, 7, 5, 4, 9}, {5, 13, 8, 10, 16}, {2, 31, 3, 7, 17}}) {
+    for (const DigitCapsShape &s :
+         std::vector<DigitCapsShape>{{3, 7, 5, 4, 9}, {5, 13, 8, 10, 16}, {2, 31, 3, 7, 17}}) {
         INFO(name(s, 3, true));
         DigitCapsProblem hand(s);
         DigitCapsProblem ad(s);
@@ -260,4 +263,3 @@ TEST_CASE("routing: Halide's autodiff backward agrees with the hand-derived one"
         require_close("grad_b0 (layer)", ad.grad_b0, to_double(hand.grad_b0), 1e-4, max_abs(to_double(hand.grad_u)));
     }
 }
-

@@ -1,11 +1,11 @@
 // The DigitCaps layer and routing on CUDA, forward and backward, against the
 // float64 reference: every CUDA implementation the build holds (the fused
 // forward and its tiling variants, the fused routing, stage_per_kernel, cuda_naive, cuda_fused and cuda_tensor, the
-// Halide backward schedules and the hand-written cuda_naive, cuda_passes and cuda_tensor backward), the blog's {4, 8} grid, odd sizes around the
-// fused schedules' tiles (batch tiles 8, 16, 32; input-capsule chunks 16, 32),
-// 1, 3 and 5 iterations (the GPU backward: 1 and 3), b0 given and not, hard inputs, device tensors on a
-// stream. Part of halcaps_cuda_tests (main in test_cuda.cpp): without a CUDA
-// device the program reports "skipped" (exit 77), never "passed".
+// Halide backward schedules and the hand-written cuda_naive, cuda_passes and cuda_tensor backward), the blog's {4, 8}
+// grid, odd sizes around the fused schedules' tiles (batch tiles 8, 16, 32; input-capsule chunks 16, 32), 1, 3 and 5
+// iterations (the GPU backward: 1 and 3), b0 given and not, hard inputs, device tensors on a stream. Part of
+// halcaps_cuda_tests (main in test_cuda.cpp): without a CUDA device the program reports "skipped" (exit 77), never
+// "passed".
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,7 +19,8 @@ using namespace halcaps;
 using namespace halcaps::testing;
 using reference::DigitCapsShape;
 
-TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the defaults are the fastest measured", "[cuda][digitcaps]") {
+TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the defaults are the fastest measured",
+          "[cuda][digitcaps]") {
     for (int iterations : {1, 3, 5}) {
         for (const char *op : {"digitcaps", "route"}) {
             INFO(op << ", " << iterations << " iterations");
@@ -72,8 +73,8 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
              {3, true, "rows_vectors"}, {3, false, "rows_predict"}, {1, true, "stage_per_kernel"}}) {
         const int iterations = c.iterations;
         const char *expected = c.expected;
-        INFO("digitcaps_backward, " << iterations << " iterations, grad_u "
-                                    << (c.grad_u_aligned ? "on" : "off") << " a 16-byte boundary: " << expected);
+        INFO("digitcaps_backward, " << iterations << " iterations, grad_u " << (c.grad_u_aligned ? "on" : "off")
+                                    << " a 16-byte boundary: " << expected);
         const DigitCapsShape s{17, 33, 8, 10, 16};
         DigitCapsProblem p(s);
         std::vector<float> gu = nan_filled(p.grad_u.size()), gW = nan_filled(p.grad_W.size()),
@@ -87,17 +88,17 @@ TEST_CASE("cuda digitcaps: the fused forward (layer and routing) is built; the d
                     .ok());
         std::copy(gu_default, gu_default + p.grad_u.size(), p.grad_u.begin());
         if (!c.grad_u_aligned) {
-            const Status refused = digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), gu_default_view,
-                                                      p.grad_W_v(), p.grad_b0_v(), iterations,
-                                                      device_options(Device::cuda, "rows_vectors"));
+            const Status refused =
+                digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), gu_default_view, p.grad_W_v(),
+                                   p.grad_b0_v(), iterations, device_options(Device::cuda, "rows_vectors"));
             INFO(refused.message);
             REQUIRE(refused.code == StatusCode::misaligned_pointer);
             REQUIRE(refused.message.find("grad_u") != std::string::npos);
         }
-        REQUIRE(digitcaps_backward(p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), host_view(gu, {s.batch, s.in_caps, s.in_dim}),
-                                   host_view(gW, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
-                                   host_view(gb0, {s.in_caps, s.out_caps}), iterations,
-                                   device_options(Device::cuda, expected))
+        REQUIRE(digitcaps_backward(
+                    p.u_v(), p.W_v(), p.b0_v(), p.grad_v_v(), host_view(gu, {s.batch, s.in_caps, s.in_dim}),
+                    host_view(gW, {s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                    host_view(gb0, {s.in_caps, s.out_caps}), iterations, device_options(Device::cuda, expected))
                     .ok());
         REQUIRE(gu == p.grad_u);
         REQUIRE(gW == p.grad_W);
@@ -129,9 +130,9 @@ TEST_CASE("cuda digitcaps: odd sizes and tile edges, 1, 3 and 5 iterations", "[c
     // fused_split_all_vectors (in_dim 8, out_dim 16 only): batch 17, 33, 40
     // against its 32 batch elements a thread, in_caps 33, 45, 65 against its
     // chunks of 10 and logits tiles of 3.
-    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {7, 13, 9, 7, 15},
-                                                {15, 31, 8, 10, 17},  {17, 33, 8, 10, 16}, {33, 65, 8, 10, 16},
-                                                {2, 3, 8, 1, 33},     {5, 17, 3, 2, 31},  {40, 45, 8, 7, 16}};
+    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},     {3, 7, 1, 11, 13},   {7, 13, 9, 7, 15},
+                                                {15, 31, 8, 10, 17}, {17, 33, 8, 10, 16}, {33, 65, 8, 10, 16},
+                                                {2, 3, 8, 1, 33},    {5, 17, 3, 2, 31},   {40, 45, 8, 7, 16}};
     for (const auto &s : shapes) {
         for (int iterations : {1, 3, 5}) check_all(s, iterations, iterations != 3, true, Device::cuda);
     }
@@ -164,8 +165,8 @@ TEST_CASE("cuda digitcaps: hard inputs (tiny and huge u, large logits)", "[cuda]
                         DigitCapsProblem p(s);
                         for (float &x : p.u) x *= scale;
                         for (float &x : p.b0) x *= logit_scale;  // exp(80) overflows float32 without the max shift
-                        const Status st =
-                            digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations, device_options(Device::cuda, impl));
+                        const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), iterations,
+                                                    device_options(Device::cuda, impl));
                         INFO(st.message);
                         if (refuses_shape(impl, s)) {
                             require_refusal(impl, st);
@@ -174,7 +175,8 @@ TEST_CASE("cuda digitcaps: hard inputs (tiny and huge u, large logits)", "[cuda]
                         REQUIRE(st.ok());
                         for (float x : p.v) REQUIRE(std::isfinite(x));
                         require_close("v", p.v,
-                                      reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), iterations), 1e-4);
+                                      reference::digitcaps_f64(p.s, p.u.data(), p.W.data(), p.b0.data(), iterations),
+                                      1e-4);
                     }
                 }
             }
@@ -202,9 +204,9 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
             INFO("digitcaps " << impl);
             DeviceTensor v(p.v, true);
             o.implementation = impl;
-            const Status st = digitcaps(u.view({s.batch, s.in_caps, s.in_dim}),
-                                        W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
-                                        b0.view({s.in_caps, s.out_caps}), v.view({s.batch, s.out_caps, s.out_dim}), 3, o);
+            const Status st =
+                digitcaps(u.view({s.batch, s.in_caps, s.in_dim}), W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                          b0.view({s.in_caps, s.out_caps}), v.view({s.batch, s.out_caps, s.out_dim}), 3, o);
             INFO(st.message);
             if (refuses_shape(impl, s)) {
                 require_refusal(impl, st);
@@ -303,11 +305,10 @@ TEST_CASE("cuda digitcaps: calls on device tensors without b0 or grad_b0 do not 
         DeviceTensor gu(p.grad_u, true), gW(p.grad_W, true);
         o.implementation = impl;
         REQUIRE(returned_early([&] {
-            return digitcaps_backward(u.view({s.batch, s.in_caps, s.in_dim}),
-                                      W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{},
-                                      grad_v.view({s.batch, s.out_caps, s.out_dim}),
-                                      gu.view({s.batch, s.in_caps, s.in_dim}),
-                                      gW.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{}, 3, o);
+            return digitcaps_backward(
+                u.view({s.batch, s.in_caps, s.in_dim}), W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                TensorView{}, grad_v.view({s.batch, s.out_caps, s.out_dim}), gu.view({s.batch, s.in_caps, s.in_dim}),
+                gW.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}), TensorView{}, 3, o);
         }));
         const auto ref = reference::digitcaps_backward_f64(s, p.u.data(), p.W.data(), nullptr, p.grad_v.data(), 3);
         require_close("grad_u", gu.download(), ref.grad_u, 1e-4);
@@ -338,7 +339,8 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
         const DigitCapsShape &s = c.shape;
         INFO(c.implementation << " at J " << s.out_caps << ", E " << s.out_dim);
         DigitCapsProblem p(s);
-        const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, c.implementation));
+        const Status st =
+            digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, c.implementation));
         INFO(st.message);
         if (fits(c.batch_tile, s.out_caps, s.out_dim)) {
             REQUIRE(st.ok());
@@ -358,7 +360,8 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
             const DigitCapsShape s{9, 13, 8, out_caps, 16};
             INFO(implementation << " at J " << out_caps);
             DigitCapsProblem p(s);
-            const Status st = digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, implementation));
+            const Status st =
+                digitcaps(p.u_v(), p.W_v(), p.b0_v(), p.v_v(), 3, device_options(Device::cuda, implementation));
             INFO(st.message);
             if (std::max(logits_bytes, partial_bytes) <= 48 * 1024) {
                 REQUIRE(st.ok());
@@ -378,7 +381,6 @@ TEST_CASE("cuda digitcaps: fused passes refuse blocks beyond 48 KB of shared mem
     REQUIRE(st.ok());
     require_close("v", p.v, reference::digitcaps_f64(s, p.u.data(), p.W.data(), p.b0.data(), 3), 1e-4);
 }
-
 
 // The hand-written layers keep values in registers and refuse larger
 // shapes: cuda_fused a warp per output capsule in one block and a thread's
@@ -438,8 +440,8 @@ TEST_CASE("cuda digitcaps: the hand-written fused layers at their limits, and re
 // poisoned with NaN before the call.
 TEST_CASE("cuda digitcaps: cuda_tensor's MNIST variant at odd sizes past 64 rows", "[cuda][digitcaps]") {
     INFO("seed " << seed());
-    const std::vector<DigitCapsShape> shapes = {{70, 50, 7, 9, 13}, {100, 41, 8, 10, 16}, {64, 33, 8, 9, 16},
-                                                {192, 23, 5, 10, 9}};
+    const std::vector<DigitCapsShape> shapes = {
+        {70, 50, 7, 9, 13}, {100, 41, 8, 10, 16}, {64, 33, 8, 9, 16}, {192, 23, 5, 10, 9}};
     for (const auto &s : shapes) {
         for (int iterations : {1, 3}) {
             for (bool with_b0 : {false, true}) {
@@ -503,8 +505,7 @@ TEST_CASE("cuda digitcaps: the hand-written fused layers on device tensors off a
                                             device_options(Device::cuda, implementation));
                 INFO(st.message);
                 REQUIRE(st.ok());
-                require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), nullptr, 3),
-                              1e-4);
+                require_close("v", v.download(), reference::digitcaps_f64(s, p.u.data(), p.W.data(), nullptr, 3), 1e-4);
             }
         }
     }
@@ -522,9 +523,9 @@ TEST_CASE("cuda digitcaps: the hand-written fused layers on device tensors off a
 TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at its limits and past them",
           "[cuda][digitcaps][hand_backward]") {
     const std::vector<DigitCapsShape> shapes = {
-        {1, 1, 1, 1, 1},     {3, 7, 1, 11, 13}, {17, 33, 8, 10, 16}, {5, 17, 3, 2, 31}, {130, 37, 16, 11, 13},
-        {9, 19, 4, 17, 32},  {4, 9, 8, 32, 7},  {2, 5, 8, 32, 32},   {2, 5, 8, 33, 16}, {3, 6, 2, 5, 33},
-        {3, 150, 8, 10, 4},  {37, 7, 16, 16, 16}, {5, 7, 17, 10, 16}, {70, 50, 7, 9, 13}};
+        {1, 1, 1, 1, 1},    {3, 7, 1, 11, 13},   {17, 33, 8, 10, 16}, {5, 17, 3, 2, 31}, {130, 37, 16, 11, 13},
+        {9, 19, 4, 17, 32}, {4, 9, 8, 32, 7},    {2, 5, 8, 32, 32},   {2, 5, 8, 33, 16}, {3, 6, 2, 5, 33},
+        {3, 150, 8, 10, 4}, {37, 7, 16, 16, 16}, {5, 7, 17, 10, 16},  {70, 50, 7, 9, 13}};
     int n = 0;
     for (const DigitCapsShape &s : shapes) {
         for (int iterations : {1, 3}) {
@@ -546,7 +547,7 @@ TEST_CASE("cuda digitcaps: the hand-written backward at odd sizes, at its limits
 // other call, grad_b0 left out every third.
 template <typename Check>
 void for_training_pair_cases(Check check) {
-    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},      {3, 7, 1, 11, 13},  {17, 33, 8, 10, 16},
+    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},       {3, 7, 1, 11, 13},  {17, 33, 8, 10, 16},
                                                 {130, 37, 16, 11, 13}, {3, 150, 8, 10, 4}, {37, 7, 16, 16, 16},
                                                 {5, 7, 17, 10, 16},    {5, 7, 8, 10, 17},  {70, 50, 7, 9, 13}};
     int n = 0;
@@ -594,14 +595,14 @@ TEST_CASE("cuda digitcaps: the hand-written backward on device tensors off a 16-
             if (impl != "cuda_tensor") {  // cuda_tensor has no route_backward
                 DeviceTensor u_hat(p.u_hat, false, offset), grad_v(p.grad_v, false, offset),
                     gu_hat(p.grad_u_hat, true, offset);
-                const Status st =
-                    route_backward(u_hat.view({s.batch, s.in_caps, s.out_caps, s.out_dim}), TensorView{},
-                                   grad_v.view({s.batch, s.out_caps, s.out_dim}),
-                                   gu_hat.view({s.batch, s.in_caps, s.out_caps, s.out_dim}), TensorView{}, 3,
-                                   device_options(Device::cuda, impl));
+                const Status st = route_backward(u_hat.view({s.batch, s.in_caps, s.out_caps, s.out_dim}), TensorView{},
+                                                 grad_v.view({s.batch, s.out_caps, s.out_dim}),
+                                                 gu_hat.view({s.batch, s.in_caps, s.out_caps, s.out_dim}), TensorView{},
+                                                 3, device_options(Device::cuda, impl));
                 INFO(st.message);
                 REQUIRE(st.ok());
-                const auto ref = reference::route_backward_f64(s.routing(), p.u_hat.data(), nullptr, p.grad_v.data(), 3);
+                const auto ref =
+                    reference::route_backward_f64(s.routing(), p.u_hat.data(), nullptr, p.grad_v.data(), 3);
                 require_close("grad_u_hat", gu_hat.download(), ref.grad_u_hat, 1e-4);
             }
             DeviceTensor u(p.u, false, offset), W(p.W, false, offset), b0(p.b0, false, offset),

@@ -12,8 +12,8 @@ using namespace halcaps::testing;
 using reference::DigitCapsShape;
 
 TEST_CASE("iterations: every routing op lists 1 to the limit on the CPU", "[iterations]") {
-    for (const char *op :
-         {"route", "route_backward", "digitcaps", "digitcaps_backward", "digitcaps_with_s", "digitcaps_backward_with_s"}) {
+    for (const char *op : {"route", "route_backward", "digitcaps", "digitcaps_backward", "digitcaps_with_s",
+                           "digitcaps_backward_with_s"}) {
         INFO(op);
         for (int n = 1; n <= kMaxRoutingIterations; n++) {
             const auto impls = implementations(op, n);

@@ -24,7 +24,6 @@ double dot(const std::vector<double> &a, const std::vector<double> &b) {
     return sum;
 }
 
-
 }  // namespace
 
 TEST_CASE("reference squash: values at zero, tiny and huge norms", "[gradient][squash]") {
@@ -49,8 +48,8 @@ TEST_CASE("reference squash backward matches finite differences", "[gradient][sq
     for (int64_t e = 0; e < dim; e++) s[2 * dim + e] *= 30.0;  // large norm: v is nearly a unit vector
     const auto g = random_doubles(rows * dim);
     auto f = [&] { return dot(g, reference::squash_f64(rows, dim, s.data())); };
-    require_matches_finite_differences(
-        "grad_s", reference::squash_backward_f64(rows, dim, s.data(), g.data()), finite_difference(f, s), 1e-6);
+    require_matches_finite_differences("grad_s", reference::squash_backward_f64(rows, dim, s.data(), g.data()),
+                                       finite_difference(f, s), 1e-6);
 }
 
 TEST_CASE("reference routing backward matches finite differences", "[gradient][routing]") {
@@ -82,9 +81,7 @@ TEST_CASE("reference DigitCaps layer backward matches finite differences", "[gra
             auto u = random_doubles(shape.u_size()), W = random_doubles(shape.W_size());
             auto b0 = random_doubles(shape.b0_size());
             const auto g = random_doubles(shape.v_size());
-            auto f = [&] {
-                return dot(g, reference::digitcaps_f64(shape, u.data(), W.data(), b0.data(), iterations));
-            };
+            auto f = [&] { return dot(g, reference::digitcaps_f64(shape, u.data(), W.data(), b0.data(), iterations)); };
             const auto analytic =
                 reference::digitcaps_backward_f64(shape, u.data(), W.data(), b0.data(), g.data(), iterations);
             require_matches_finite_differences("grad_u", analytic.grad_u, finite_difference(f, u), 1e-6);
@@ -106,11 +103,14 @@ TEST_CASE("reference backward at given s: the layer's own s gives the layer's gr
         const std::vector<float> s_f(s.begin(), s.end());
         const auto given = reference::digitcaps_backward_given_s_f64(shape, u.data(), W.data(), b0.data(), s_f.data(),
                                                                      g.data(), iterations);
-        const auto plain = reference::digitcaps_backward_f64(shape, u.data(), W.data(), b0.data(), g.data(), iterations);
-        for (const auto &[a, b] : {std::make_pair(&given.grad_u, &plain.grad_u), std::make_pair(&given.grad_W, &plain.grad_W),
-                                   std::make_pair(&given.grad_b0, &plain.grad_b0)}) {
+        const auto plain =
+            reference::digitcaps_backward_f64(shape, u.data(), W.data(), b0.data(), g.data(), iterations);
+        for (const auto &[a, b] :
+             {std::make_pair(&given.grad_u, &plain.grad_u), std::make_pair(&given.grad_W, &plain.grad_W),
+              std::make_pair(&given.grad_b0, &plain.grad_b0)}) {
             REQUIRE(a->size() == b->size());
-            for (size_t n = 0; n < a->size(); n++) REQUIRE(std::fabs((*a)[n] - (*b)[n]) <= 1e-4 * (1 + std::fabs((*b)[n])));
+            for (size_t n = 0; n < a->size(); n++)
+                REQUIRE(std::fabs((*a)[n] - (*b)[n]) <= 1e-4 * (1 + std::fabs((*b)[n])));
         }
     }
 }

@@ -90,7 +90,8 @@ TEST_CASE("predict: mismatched extents", "[errors]") {
     ForwardArgs a;
     a.p.u_hat.resize(2 * 3 * 4 * 6);
     a.u_hat.shape = {2, 3, 4, 6};
-    require_status(a.run(), StatusCode::extent_mismatch, "predict: u_hat extent 2 (out_caps) is 4 but W has out_caps = 5");
+    require_status(a.run(), StatusCode::extent_mismatch,
+                   "predict: u_hat extent 2 (out_caps) is 4 but W has out_caps = 5");
     ForwardArgs c;
     c.W.shape = {3, 5, 6, 3};
     require_status(c.run(), StatusCode::extent_mismatch, "predict: W extent 3 (in_dim) is 3 but u has in_dim = 4");
@@ -177,8 +178,8 @@ TEST_CASE("capsconv: a stride or pad past the kernels' range is bad_parameter, n
     // fuzz_capsconv: stride 2^31-1 reached the kernels (which take at most
     // 2^20) and came back as internal_error. One output pixel: any stride
     // past the image gives the same output shape.
-    std::vector<float> input = random_normal(3 * 3 * 16), filter = random_normal(16), output(16), grad_input(3 * 3 * 16),
-                       grad_filter(16), grad_output = random_normal(16);
+    std::vector<float> input = random_normal(3 * 3 * 16), filter = random_normal(16), output(16),
+                       grad_input(3 * 3 * 16), grad_filter(16), grad_output = random_normal(16);
     const TensorView in = host_view(input, {1, 3, 3, 1, 4, 4}), k = host_view(filter, {1, 1, 1, 1, 4, 4});
     const TensorView out = host_view(output, {1, 1, 1, 1, 4, 4}), g = host_view(grad_output, {1, 1, 1, 1, 4, 4});
     const TensorView gi = host_view(grad_input, {1, 3, 3, 1, 4, 4}), gk = host_view(grad_filter, {1, 1, 1, 1, 4, 4});
@@ -207,8 +208,7 @@ TEST_CASE("capsconv: stride and pad in range but huge: a result or out_of_memory
     INFO(s.message);
     REQUIRE(s.ok());
     require_matches("one-pixel output at stride 2^20", output,
-                    reference::capsconv_f64(one_pixel, input.data(), filter.data()),
-                    4 * 3 * 4);
+                    reference::capsconv_f64(one_pixel, input.data(), filter.data()), 4 * 3 * 4);
     // Pad 2^20 on a 3x3 image at stride 2^20: a 3x3 output whose padded
     // input the kernels would materialize (2^42 pixels): out_of_memory.
     std::vector<float> small_input = random_normal(9 * 16), small_filter = random_normal(16);
@@ -221,7 +221,6 @@ TEST_CASE("capsconv: stride and pad in range but huge: a result or out_of_memory
     } else {
         const reference::CapsConvShape shape{1, 3, 3, 1, 1, 1, 1, 1 << 20, 1 << 20};
         require_matches("3x3 output at pad 2^20", small_output,
-                        reference::capsconv_f64(shape, small_input.data(), small_filter.data()),
-                        16);
+                        reference::capsconv_f64(shape, small_input.data(), small_filter.data()), 16);
     }
 }

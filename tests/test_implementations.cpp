@@ -97,8 +97,9 @@ TEST_CASE("implementations: a named row that does not apply says why, with its o
     using Ran = std::vector<std::string>;
     auto [s, ran] = walk("three", 5, 2);
     CHECK(s.code == StatusCode::unsupported_iterations);
-    CHECK(s.message == "fake: implementation 'three' is built for iterations 3, not 5 "
-                       "(schedules/kernels.cmake lists the counts built)");
+    CHECK(s.message ==
+          "fake: implementation 'three' is built for iterations 3, not 5 "
+          "(schedules/kernels.cmake lists the counts built)");
     CHECK(ran.empty());
     std::tie(s, ran) = walk("small", 3, 9);
     CHECK(s.code == StatusCode::unsupported_shape);
@@ -114,8 +115,9 @@ TEST_CASE("implementations: a named row that does not apply says why, with its o
     CHECK(ran == Ran{"by_name"});
     std::tie(s, ran) = walk("no_such", 3, 2);
     CHECK(s.code == StatusCode::unknown_implementation);
-    CHECK(s.message == "fake: no implementation named 'no_such' for device cpu; available: three, small, refuses, "
-                       "any, by_name");
+    CHECK(s.message ==
+          "fake: no implementation named 'no_such' for device cpu; available: three, small, refuses, "
+          "any, by_name");
 }
 
 TEST_CASE("implementations: the list has one row per name and device, each default row says where",
@@ -131,9 +133,9 @@ TEST_CASE("implementations: the list has one row per name and device, each defau
     }
     // Every op of ImplementationInfo::op's comment has a row on the CPU or, for the
     // ops that keep c, wherever CUDA is built.
-    for (const char *op : {"predict", "predict_backward", "squash", "route", "route_backward", "digitcaps",
-                           "digitcaps_backward", "digitcaps_with_s", "digitcaps_backward_with_s", "capsconv",
-                           "capsconv_backward"}) {
+    for (const char *op :
+         {"predict", "predict_backward", "squash", "route", "route_backward", "digitcaps", "digitcaps_backward",
+          "digitcaps_with_s", "digitcaps_backward_with_s", "capsconv", "capsconv_backward"}) {
         INFO(op);
         CHECK(ops.count(op) == 1);
         CHECK(!default_implementation(op, Device::cpu, 3).empty());
@@ -142,8 +144,7 @@ TEST_CASE("implementations: the list has one row per name and device, each defau
     CHECK(ops.count("digitcaps_backward_with_c") == (cuda_built() ? 1u : 0u));
 }
 
-TEST_CASE("implementations: a CPU default not built for the count falls through to the next row",
-          "[implementations]") {
+TEST_CASE("implementations: a CPU default not built for the count falls through to the next row", "[implementations]") {
     // digitcaps_with_s: cpu_passes where built (1, 3, 5), else fused_cpu (its
     // unrolled kernel, or the per-iteration ones).
     const auto cpu_passes = detail::built_iterations("digitcaps_fused_with_s", "cpu_passes", Device::cpu);
@@ -198,18 +199,18 @@ TEST_CASE("implementations: a Halide kernel called with arguments its metadata d
     TensorView rank3{v.data(), {2, 2, 2}, {}, MemorySpace::host};
     Options options;
     // Right: one input, one output, rank 2.
-    REQUIRE(detail::run_halide("squash", kernel->function, Device::cpu, options, {s_view}, {v_view}, {}, {"s", "v"})
-                .ok());
+    REQUIRE(
+        detail::run_halide("squash", kernel->function, Device::cpu, options, {s_view}, {v_view}, {}, {"s", "v"}).ok());
     // An extra input, a scalar it does not take, an output of the wrong rank.
     Status extra = detail::run_halide("squash", kernel->function, Device::cpu, options, {s_view, s_view}, {v_view}, {},
                                       {"s", "t", "v"});
     CHECK(extra.code == StatusCode::internal_error);
     CHECK(extra.message.find("halcaps_squash__cpu") != std::string::npos);
-    Status scalar = detail::run_halide("squash", kernel->function, Device::cpu, options, {s_view}, {v_view}, {1},
-                                       {"s", "v"});
+    Status scalar =
+        detail::run_halide("squash", kernel->function, Device::cpu, options, {s_view}, {v_view}, {1}, {"s", "v"});
     CHECK(scalar.code == StatusCode::internal_error);
-    Status rank = detail::run_halide("squash", kernel->function, Device::cpu, options, {s_view}, {rank3}, {},
-                                     {"s", "v"});
+    Status rank =
+        detail::run_halide("squash", kernel->function, Device::cpu, options, {s_view}, {rank3}, {}, {"s", "v"});
     CHECK(rank.code == StatusCode::internal_error);
     CHECK(rank.message.find("rank") != std::string::npos);
 }

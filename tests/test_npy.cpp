@@ -42,10 +42,10 @@ public:
         std::error_code ignored;
         fs::remove_all(path_, ignored);
     }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
+    TempDir(const TempDir &) = delete;
+    TempDir &operator=(const TempDir &) = delete;
 
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
+    std::string file(const std::string &name) const { return (path_ / name).string(); }
 
 private:
     fs::path path_;
@@ -53,13 +53,13 @@ private:
 
 using Bytes = std::string;  // raw file contents
 
-void write_bytes(const std::string& path, const Bytes& bytes) {
+void write_bytes(const std::string &path, const Bytes &bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     REQUIRE(out.good());
 }
 
-Bytes read_bytes(const std::string& path) {
+Bytes read_bytes(const std::string &path) {
     std::ifstream in(path, std::ios::binary);
     return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
@@ -72,7 +72,7 @@ Bytes little_endian(uint64_t value, int n) {
 }
 
 // The raw bytes of some floats, as '<f4' data (the test hosts are little-endian, like the library's).
-Bytes float_bytes(const std::vector<float>& values) {
+Bytes float_bytes(const std::vector<float> &values) {
     Bytes out(values.size() * sizeof(float), '\0');
     if (!values.empty()) std::memcpy(&out[0], values.data(), out.size());
     return out;
@@ -80,7 +80,7 @@ Bytes float_bytes(const std::vector<float>& values) {
 
 // A .npy file with the given version and header dict, padded the way NumPy pads: spaces, then '\n',
 // so that everything up to the data is a multiple of 64 bytes.
-Bytes npy_file(int major, int minor, const std::string& dict, const Bytes& data) {
+Bytes npy_file(int major, int minor, const std::string &dict, const Bytes &data) {
     const std::size_t len_bytes = major == 1 ? 2 : 4;
     const std::size_t prefix = 8 + len_bytes;
     const std::size_t pad = 64 - (prefix + dict.size() + 1) % 64;
@@ -93,7 +93,7 @@ Bytes npy_file(int major, int minor, const std::string& dict, const Bytes& data)
 }
 
 // A version 1.0 '<f4' file with the given shape text and data.
-Bytes npy_v1(const std::string& shape_text, const Bytes& data) {
+Bytes npy_v1(const std::string &shape_text, const Bytes &data) {
     return npy_file(1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text + ", }", data);
 }
 
@@ -101,7 +101,7 @@ std::vector<float> random_nonzero(std::size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> dist(-1000.0f, 1000.0f);
     std::vector<float> values(n);
-    for (float& v : values) {
+    for (float &v : values) {
         do v = dist(rng);
         while (v == 0.0f);
     }
@@ -109,14 +109,14 @@ std::vector<float> random_nonzero(std::size_t n, uint32_t seed) {
 }
 
 // Bit patterns, so that comparisons are exact and NaN payloads and -0 count.
-std::vector<uint32_t> bits(const std::vector<float>& values) {
+std::vector<uint32_t> bits(const std::vector<float> &values) {
     std::vector<uint32_t> out(values.size());
     if (!values.empty()) std::memcpy(out.data(), values.data(), values.size() * sizeof(float));
     return out;
 }
 
 // Reads path expecting success.
-Array read_ok(const std::string& path) {
+Array read_ok(const std::string &path) {
     Array array;
     std::string error;
     const bool ok = read_float32(path, &array, &error);
@@ -127,7 +127,7 @@ Array read_ok(const std::string& path) {
 
 // Writes bytes to path, reads it back, and expects failure with a message that starts with the path
 // and contains each of words.
-void expect_rejected(const std::string& path, const Bytes& bytes, std::initializer_list<const char*> words) {
+void expect_rejected(const std::string &path, const Bytes &bytes, std::initializer_list<const char *> words) {
     write_bytes(path, bytes);
     Array array;
     array.shape = {42};  // must be left alone on failure
@@ -137,7 +137,7 @@ void expect_rejected(const std::string& path, const Bytes& bytes, std::initializ
     REQUIRE_FALSE(ok);
     CHECK(error.rfind(path + ": ", 0) == 0);
     CHECK(error.find('\n') == std::string::npos);
-    for (const char* word : words) CHECK_THAT(error, Catch::Contains(word));
+    for (const char *word : words) CHECK_THAT(error, Catch::Contains(word));
     CHECK(array.shape == std::vector<int64_t>{42});
 }
 
@@ -149,7 +149,7 @@ TEST_CASE("npy: round trips keep shape and bits exactly", "[npy]") {
         {7}, {2, 3}, {2, 3, 4, 5}, {1, 5, 1}, {3, 1}, {}, {0}, {3, 0, 2},
     };
     uint32_t seed = 1;
-    for (const auto& shape : shapes) {
+    for (const auto &shape : shapes) {
         std::size_t count = 1;
         for (int64_t extent : shape) count *= static_cast<std::size_t>(extent);
         const std::vector<float> values = random_nonzero(count, seed++);
@@ -172,8 +172,12 @@ TEST_CASE("npy: round trips keep shape and bits exactly", "[npy]") {
 TEST_CASE("npy: special float values survive bit for bit", "[npy]") {
     TempDir dir;
     const float inf = std::numeric_limits<float>::infinity();
-    std::vector<float> values = {-0.0f, inf, -inf, std::numeric_limits<float>::denorm_min(),
-                                 std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest()};
+    std::vector<float> values = {-0.0f,
+                                 inf,
+                                 -inf,
+                                 std::numeric_limits<float>::denorm_min(),
+                                 std::numeric_limits<float>::max(),
+                                 std::numeric_limits<float>::lowest()};
     const uint32_t nan_with_payload = 0x7fc12345u;
     float nan;
     std::memcpy(&nan, &nan_with_payload, sizeof nan);
@@ -221,12 +225,8 @@ TEST_CASE("npy: reads files laid out as NumPy writes them", "[npy]") {
     SECTION("version 1.0, current NumPy (20 spaces of growth room after the dict)") {
         write_bytes(path, npy_file(1, 0, dict + std::string(20, ' '), float_bytes(values)));
     }
-    SECTION("version 2.0 (4-byte header length)") {
-        write_bytes(path, npy_file(2, 0, dict, float_bytes(values)));
-    }
-    SECTION("version 3.0 (UTF-8 header)") {
-        write_bytes(path, npy_file(3, 0, dict, float_bytes(values)));
-    }
+    SECTION("version 2.0 (4-byte header length)") { write_bytes(path, npy_file(2, 0, dict, float_bytes(values))); }
+    SECTION("version 3.0 (UTF-8 header)") { write_bytes(path, npy_file(3, 0, dict, float_bytes(values))); }
     const Array array = read_ok(path);
     CHECK(array.shape == std::vector<int64_t>{2, 3});
     CHECK(bits(array.data) == bits(values));
@@ -250,7 +250,7 @@ TEST_CASE("npy: header syntax variations that Python accepts", "[npy]") {
         {"  {\n\t'descr' : '<f4' ,\r\n 'fortran_order':False,'shape':(\n2,\n3\n)\n,\n}", {2, 3}},
         {"{'descr':'<f4','fortran_order':False,'shape':(1,6,1,)}", {1, 6, 1}},
     };
-    for (const Case& c : cases) {
+    for (const Case &c : cases) {
         CAPTURE(c.dict);
         write_bytes(path, npy_file(1, 0, c.dict, float_bytes(six)));
         const Array array = read_ok(path);
@@ -260,7 +260,7 @@ TEST_CASE("npy: header syntax variations that Python accepts", "[npy]") {
 
     SECTION("0-d arrays: () and ( ) hold one element") {
         const std::vector<float> one = {3.25f};
-        for (const char* shape : {"()", "( )"}) {
+        for (const char *shape : {"()", "( )"}) {
             write_bytes(path, npy_v1(shape, float_bytes(one)));
             const Array array = read_ok(path);
             CHECK(array.shape.empty());
@@ -279,7 +279,7 @@ TEST_CASE("npy: malformed files are rejected with a clear message", "[npy]") {
     const std::string path = dir.file("bad.npy");
     const Bytes six = float_bytes(random_nonzero(6, 3));
     const Bytes good = npy_v1("(2, 3)", six);
-    auto header_with = [](const std::string& shape_or_rest) {
+    auto header_with = [](const std::string &shape_or_rest) {
         return "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_or_rest + "}";
     };
 
@@ -310,8 +310,7 @@ TEST_CASE("npy: malformed files are rejected with a clear message", "[npy]") {
                         {"dtype", "'=f4'"});
     }
     SECTION("structured dtype") {
-        expect_rejected(path,
-                        npy_file(1, 0, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }", six),
+        expect_rejected(path, npy_file(1, 0, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }", six),
                         {"malformed header"});
     }
     SECTION("fortran_order True") {
@@ -348,10 +347,8 @@ TEST_CASE("npy: malformed files are rejected with a clear message", "[npy]") {
     SECTION("missing keys") {
         expect_rejected(path, npy_file(1, 0, "{'descr': '<f4', 'fortran_order': False, }", six),
                         {"missing", "'shape'"});
-        expect_rejected(path, npy_file(1, 0, "{'fortran_order': False, 'shape': (2, 3)}", six),
-                        {"missing", "'descr'"});
-        expect_rejected(path, npy_file(1, 0, "{'descr': '<f4', 'shape': (2, 3)}", six),
-                        {"missing", "'fortran_order'"});
+        expect_rejected(path, npy_file(1, 0, "{'fortran_order': False, 'shape': (2, 3)}", six), {"missing", "'descr'"});
+        expect_rejected(path, npy_file(1, 0, "{'descr': '<f4', 'shape': (2, 3)}", six), {"missing", "'fortran_order'"});
         expect_rejected(path, npy_file(1, 0, "{}", six), {"missing"});
     }
     SECTION("extra and duplicate keys") {
@@ -359,19 +356,21 @@ TEST_CASE("npy: malformed files are rejected with a clear message", "[npy]") {
         expect_rejected(path, npy_file(1, 0, header_with("(2, 3), 'shape': (6,), "), six), {"duplicate", "shape"});
     }
     SECTION("garbage in shape") {
-        for (const char* shape : {"(2, x)", "(2 3)", "(,)", "(2,,3)", "(2, 3", "[2, 3]", "6", "(3)", "(2.0, 3)",
-                                  "(+2, 3)", "(2, -)"}) {
+        for (const char *shape :
+             {"(2, x)", "(2 3)", "(,)", "(2,,3)", "(2, 3", "[2, 3]", "6", "(3)", "(2.0, 3)", "(+2, 3)", "(2, -)"}) {
             CAPTURE(shape);
             expect_rejected(path, npy_file(1, 0, header_with(std::string(shape) + ", "), six),
                             {"malformed header", "shape"});
         }
     }
     SECTION("other header garbage") {
-        for (const char* dict : {"", "   ", "descr", "{'descr' '<f4'}", "{'descr': '<f4', 'fortran_order': False, "
-                                 "'shape': (2, 3), } junk", "{'descr': '<f4'", "{'descr: '<f4'}",
-                                 "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2, 3)}",
-                                 "{'descr': '<f4',, 'fortran_order': False, 'shape': (2, 3)}", "{,}",
-                                 "{descr: '<f4', 'fortran_order': False, 'shape': (2, 3)}", "\x01\xff\x80"}) {
+        for (const char *dict :
+             {"", "   ", "descr", "{'descr' '<f4'}",
+              "{'descr': '<f4', 'fortran_order': False, "
+              "'shape': (2, 3), } junk",
+              "{'descr': '<f4'", "{'descr: '<f4'}", "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2, 3)}",
+              "{'descr': '<f4',, 'fortran_order': False, 'shape': (2, 3)}", "{,}",
+              "{descr: '<f4', 'fortran_order': False, 'shape': (2, 3)}", "\x01\xff\x80"}) {
             CAPTURE(dict);
             expect_rejected(path, npy_file(1, 0, dict, six), {"malformed header"});
         }

@@ -21,7 +21,9 @@ using reference::CapsConvShape;
 
 namespace {
 
-Options opencl_options(const std::string &implementation = "") { return device_options(Device::opencl, implementation); }
+Options opencl_options(const std::string &implementation = "") {
+    return device_options(Device::opencl, implementation);
+}
 
 std::vector<std::string> opencl_implementations(const std::string &op) {
     auto names = implementations_for(op, Device::opencl);
@@ -55,13 +57,13 @@ std::vector<int> built_routing_iterations() {
 // 8, 16-byte pose rows, 32-wide thread tiles). The CUDA tests' list.
 std::vector<CapsConvShape> conv_shapes() {
     //       n   H   W  ci kh kw co s  p
-    return {{1, 1, 1, 1, 1, 1, 1, 1, 0},    {1, 3, 3, 1, 3, 3, 1, 1, 0},   {2, 7, 5, 3, 3, 3, 2, 1, 1},
-            {1, 9, 9, 2, 3, 3, 3, 2, 0},    {3, 8, 11, 1, 2, 3, 5, 2, 1},  {1, 13, 7, 5, 5, 5, 1, 1, 2},
-            {2, 5, 9, 4, 1, 1, 4, 1, 0},    {1, 6, 6, 3, 1, 1, 7, 2, 0},   {1, 11, 13, 2, 5, 5, 3, 3, 1},
-            {4, 4, 4, 9, 3, 3, 1, 1, 1},    {1, 2, 2, 1, 3, 3, 2, 1, 2},   {1, 17, 3, 1, 4, 2, 2, 2, 1},
-            {1, 33, 31, 5, 3, 3, 3, 1, 1},  {2, 9, 35, 4, 3, 3, 4, 1, 0},  {1, 17, 15, 8, 3, 3, 5, 1, 1},
-            {3, 10, 10, 7, 5, 5, 9, 2, 2},  {1, 131, 3, 1, 3, 1, 1, 1, 0}, {2, 65, 7, 2, 1, 3, 1, 1, 1},
-            {1, 23, 29, 3, 5, 5, 2, 3, 2},  {1, 14, 12, 2, 11, 3, 2, 1, 3}};
+    return {{1, 1, 1, 1, 1, 1, 1, 1, 0},   {1, 3, 3, 1, 3, 3, 1, 1, 0},   {2, 7, 5, 3, 3, 3, 2, 1, 1},
+            {1, 9, 9, 2, 3, 3, 3, 2, 0},   {3, 8, 11, 1, 2, 3, 5, 2, 1},  {1, 13, 7, 5, 5, 5, 1, 1, 2},
+            {2, 5, 9, 4, 1, 1, 4, 1, 0},   {1, 6, 6, 3, 1, 1, 7, 2, 0},   {1, 11, 13, 2, 5, 5, 3, 3, 1},
+            {4, 4, 4, 9, 3, 3, 1, 1, 1},   {1, 2, 2, 1, 3, 3, 2, 1, 2},   {1, 17, 3, 1, 4, 2, 2, 2, 1},
+            {1, 33, 31, 5, 3, 3, 3, 1, 1}, {2, 9, 35, 4, 3, 3, 4, 1, 0},  {1, 17, 15, 8, 3, 3, 5, 1, 1},
+            {3, 10, 10, 7, 5, 5, 9, 2, 2}, {1, 131, 3, 1, 3, 1, 1, 1, 0}, {2, 65, 7, 2, 1, 3, 1, 1, 1},
+            {1, 23, 29, 3, 5, 5, 2, 3, 2}, {1, 14, 12, 2, 11, 3, 2, 1, 3}};
 }
 
 bool is_winograd(const std::string &implementation) { return implementation.rfind("winograd", 0) == 0; }
@@ -84,9 +86,8 @@ bool has_backward(const std::string &implementation) {
 
 TEST_CASE("opencl: every CUDA Halide schedule of every operator is listed for opencl", "[opencl][listed]") {
     // (tests/test_opencl_registry.cpp checks the kernel table itself, and the exclusions)
-    for (const char *op : {"predict", "predict_backward", "route", "route_backward", "digitcaps",
-                           "digitcaps_backward", "digitcaps_with_s", "digitcaps_backward_with_s", "capsconv",
-                           "capsconv_backward"}) {
+    for (const char *op : {"predict", "predict_backward", "route", "route_backward", "digitcaps", "digitcaps_backward",
+                           "digitcaps_with_s", "digitcaps_backward_with_s", "capsconv", "capsconv_backward"}) {
         INFO(op);
         REQUIRE(!implementations_for(op, Device::opencl).empty());
     }
@@ -115,9 +116,16 @@ TEST_CASE("opencl: prediction, every schedule, odd sizes and the fast paths' cor
     // The forward's fast paths' corners (out_caps x out_dim 1024 is past the
     // fused backward's block, which refuses it: the backward runs odd_shapes()).
     std::vector<reference::PredictShape> forward_shapes = odd_shapes();
-    for (const reference::PredictShape &s : std::vector<reference::PredictShape>{
-             {37, 5, 4, 3, 6}, {130, 37, 8, 11, 16}, {33, 7, 16, 3, 10}, {3, 1, 8, 1, 2}, {2, 2, 8, 1, 2},
-             {6, 4, 8, 64, 16}, {34, 6, 16, 5, 4}, {770, 2, 16, 3, 2}, {128, 5, 8, 7, 16}, {256, 3, 8, 33, 16}}) {
+    for (const reference::PredictShape &s : std::vector<reference::PredictShape>{{37, 5, 4, 3, 6},
+                                                                                 {130, 37, 8, 11, 16},
+                                                                                 {33, 7, 16, 3, 10},
+                                                                                 {3, 1, 8, 1, 2},
+                                                                                 {2, 2, 8, 1, 2},
+                                                                                 {6, 4, 8, 64, 16},
+                                                                                 {34, 6, 16, 5, 4},
+                                                                                 {770, 2, 16, 3, 2},
+                                                                                 {128, 5, 8, 7, 16},
+                                                                                 {256, 3, 8, 33, 16}}) {
         forward_shapes.push_back(s);
     }
     for (const auto &name : opencl_implementations("predict")) {
@@ -157,9 +165,9 @@ TEST_CASE("opencl: routing and the layer, every schedule, blog grid (a quarter f
 // given and absent, on a shape off every tile.
 TEST_CASE("opencl: routing and the layer, every schedule, odd sizes, every iteration count, b0 given and absent",
           "[opencl][routing_odd]") {
-    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},     {3, 7, 1, 11, 13},  {7, 13, 9, 7, 15},
+    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},     {3, 7, 1, 11, 13},   {7, 13, 9, 7, 15},
                                                 {15, 31, 8, 10, 17}, {17, 33, 8, 10, 16}, {33, 65, 8, 10, 16},
-                                                {2, 3, 8, 1, 33},    {5, 17, 3, 2, 31},  {40, 45, 8, 7, 16}};
+                                                {2, 3, 8, 1, 33},    {5, 17, 3, 2, 31},   {40, 45, 8, 7, 16}};
     int n = 0;
     for (const auto &s : shapes) check_all(s, 3, n++ % 2 == 0, true, Device::opencl);
     for (int iterations : built_routing_iterations()) {
@@ -170,12 +178,13 @@ TEST_CASE("opencl: routing and the layer, every schedule, odd sizes, every itera
 TEST_CASE("opencl: routing and the layer, the defaults and the backward on hard inputs", "[opencl][routing_default]") {
     // No implementation named: CUDA's defaults, their fallbacks included
     // (fused_split_all_vectors refuses in_dim 9 and hands the call to fused).
-    for (const DigitCapsShape &s : std::vector<DigitCapsShape>{{3, 5, 4, 3, 8}, {17, 33, 8, 10, 16}, {5, 7, 9, 3, 16}}) {
+    for (const DigitCapsShape &s :
+         std::vector<DigitCapsShape>{{3, 5, 4, 3, 8}, {17, 33, 8, 10, 16}, {5, 7, 9, 3, 16}}) {
         for (bool with_b0 : {true, false}) {
             INFO("seed " << seed() << ", " << name(s, 3, with_b0));
             DigitCapsProblem p(s);
-            const Status st = digitcaps(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), 3,
-                                        opencl_options());
+            const Status st =
+                digitcaps(p.u_v(), p.W_v(), with_b0 ? p.b0_v() : TensorView{}, p.v_v(), 3, opencl_options());
             INFO(st.message);
             REQUIRE(st.ok());
             require_forward_outputs(p, with_b0, 3, nullptr, nullptr);
@@ -226,8 +235,9 @@ TEST_CASE("opencl: capsule convolution, the Winograd forms on 3x3 stride-1 shape
         winograd++;
         for (const auto &shape : shapes) check_capsconv(shape, opencl_options(name), false);
         CapsConvProblem five({1, 9, 9, 2, 5, 5, 1, 1, 0});
-        const Status s = capsconv(host_view(five.input, five.input_shape()), host_view(five.filter, five.filter_shape()),
-                                  host_view(five.output, five.output_shape()), five.params(), opencl_options(name));
+        const Status s =
+            capsconv(host_view(five.input, five.input_shape()), host_view(five.filter, five.filter_shape()),
+                     host_view(five.output, five.output_shape()), five.params(), opencl_options(name));
         require_status(s, StatusCode::unsupported_shape, "3x3 filters at stride 1 only");
     }
     REQUIRE(winograd >= 1);  // winograd4x4_staged
@@ -275,7 +285,8 @@ TEST_CASE("opencl: the inputs the dropped in-kernel assertions guard against are
         TensorView u0 = u, W0 = W;
         u0.shape[2] = 0;
         W0.shape[3] = 0;
-        require_status(predict(u0, W0, u_hat, opencl_options(name)), StatusCode::bad_extent, "u extent 2 (in_dim) is 0");
+        require_status(predict(u0, W0, u_hat, opencl_options(name)), StatusCode::bad_extent,
+                       "u extent 2 (in_dim) is 0");
     }
     for (const char *name : {"fused", "vectors"}) {
         INFO(name);

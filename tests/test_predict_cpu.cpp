@@ -43,7 +43,8 @@ TEST_CASE("cpu: odd sizes and one off every tile", "[cpu][odd]") {
 
 TEST_CASE("cpu: MNIST CapsNet shape", "[cpu][mnist]") {
     for (const auto &name : cpu_implementations("predict")) check_predict(mnist_shape(), cpu_options(name));
-    for (const auto &name : cpu_implementations("predict_backward")) check_predict_backward(mnist_shape(), cpu_options(name));
+    for (const auto &name : cpu_implementations("predict_backward"))
+        check_predict_backward(mnist_shape(), cpu_options(name));
 }
 
 TEST_CASE("cpu: the default implementation runs when none is named", "[cpu]") {

@@ -26,10 +26,10 @@ TEST_CASE("reference gradients match central finite differences", "[gradient]") 
         PredictProblem p(shape);
         auto u = to_double(p.u), W = to_double(p.W), g = to_double(p.g);
         auto f = [&] { return loss(shape, u, W, g); };
-        require_matches_finite_differences(
-            "grad_u", reference::predict_grad_input_f64(shape, g.data(), W.data()), finite_difference(f, u));
-        require_matches_finite_differences(
-            "grad_W", reference::predict_grad_weight_f64(shape, g.data(), u.data()), finite_difference(f, W));
+        require_matches_finite_differences("grad_u", reference::predict_grad_input_f64(shape, g.data(), W.data()),
+                                           finite_difference(f, u));
+        require_matches_finite_differences("grad_W", reference::predict_grad_weight_f64(shape, g.data(), u.data()),
+                                           finite_difference(f, W));
     }
 }
 

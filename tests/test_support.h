@@ -11,9 +11,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "predict_reference.h"
 #include "compare.h"
 #include "halcaps/halcaps.h"
+#include "predict_reference.h"
 
 namespace halcaps::testing {
 
@@ -101,9 +101,9 @@ inline std::vector<reference::PredictShape> blog_grid_shapes() {
 // k tiles, 16-wide b tiles, 1024-thread blocks).
 inline std::vector<reference::PredictShape> odd_shapes() {
     return {
-        {1, 1, 1, 1, 1},   {1, 3, 7, 5, 3},    {3, 7, 1, 11, 13}, {7, 5, 3, 3, 17},  {2, 127, 8, 10, 16},
-        {1, 1152, 8, 10, 16}, {17, 13, 9, 7, 15}, {15, 3, 7, 33, 1}, {31, 9, 8, 2, 31}, {5, 33, 16, 1, 7},
-        {33, 5, 2, 3, 65}, {16, 4, 8, 8, 16},  {13, 31, 5, 4, 9}, {2, 1025, 1, 1, 1},
+        {1, 1, 1, 1, 1},      {1, 3, 7, 5, 3},    {3, 7, 1, 11, 13}, {7, 5, 3, 3, 17},   {2, 127, 8, 10, 16},
+        {1, 1152, 8, 10, 16}, {17, 13, 9, 7, 15}, {15, 3, 7, 33, 1}, {31, 9, 8, 2, 31},  {5, 33, 16, 1, 7},
+        {33, 5, 2, 3, 65},    {16, 4, 8, 8, 16},  {13, 31, 5, 4, 9}, {2, 1025, 1, 1, 1},
     };
 }
 
@@ -114,8 +114,8 @@ inline reference::PredictShape mnist_shape() { return {128, 1152, 8, 10, 16}; }
 inline void check_predict(const reference::PredictShape &shape, const Options &options) {
     PredictProblem p(shape);
     INFO("seed " << seed() << ", shape " << shape_name(shape) << ", implementation " << options.implementation);
-    const Status forward = predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()),
-                                   host_view(p.u_hat, p.u_hat_shape()), options);
+    const Status forward =
+        predict(host_view(p.u, p.u_shape()), host_view(p.W, p.W_shape()), host_view(p.u_hat, p.u_hat_shape()), options);
     INFO(forward.message);
     REQUIRE(forward.ok());
     require_matches("u_hat", p.u_hat, reference::predict_f64(p.s, p.u.data(), p.W.data()), shape.in_dim);
@@ -131,8 +131,7 @@ inline void check_predict_backward(const reference::PredictShape &shape, const O
     REQUIRE(backward.ok());
     require_matches("grad_u", p.grad_u, reference::predict_grad_input_f64(p.s, p.g.data(), p.W.data()),
                     shape.out_caps * shape.out_dim);
-    require_matches("grad_W", p.grad_W, reference::predict_grad_weight_f64(p.s, p.g.data(), p.u.data()),
-                    shape.batch);
+    require_matches("grad_W", p.grad_W, reference::predict_grad_weight_f64(p.s, p.g.data(), p.u.data()), shape.batch);
 }
 
 inline std::vector<std::string> implementations_for(const std::string &op, Device device) {

@@ -84,17 +84,16 @@ int64_t scratch_floats(const Split &split) {
 }
 
 // Queues the split on streams[0..S): forked from streams[0] and joined back.
-void enqueue(const Split &split, const Device &d, cudaStream_t *streams, cudaEvent_t fork,
-             cudaEvent_t *joins) {
+void enqueue(const Split &split, const Device &d, cudaStream_t *streams, cudaEvent_t fork, cudaEvent_t *joins) {
     check(cudaEventRecord(fork, streams[0]), "fork");
     float *scratch = d.scratch;
     for (int s = 0; s < split.slices; s++) {
         if (s > 0) check(cudaStreamWaitEvent(streams[s], fork, 0), "wait fork");
         const DigitCapsLayerShape shape{split.rows[s], kIn, kInDim, kOut, kOutDim};
         const int64_t b = split.first_row[s];
-        check(halcaps::cuda_reference::digitcaps_tensor(d.u + b * kIn * kInDim, d.W, nullptr,
-                                                        d.v + b * kOut * kOutDim, nullptr, nullptr, shape,
-                                                        kIterations, split.plans[s], scratch, streams[s]),
+        check(halcaps::cuda_reference::digitcaps_tensor(d.u + b * kIn * kInDim, d.W, nullptr, d.v + b * kOut * kOutDim,
+                                                        nullptr, nullptr, shape, kIterations, split.plans[s], scratch,
+                                                        streams[s]),
               "digitcaps_tensor");
         scratch += split.plans[s].scratch_floats;
     }
@@ -118,10 +117,11 @@ int main(int argc, char **argv) {
 
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "device");
-    std::printf("device: %s, %d SMs; MNIST DigitCaps (I=%lld K=%lld J=%lld E=%lld), %d iterations, b0 zeros, "
-                "median of %d, device time\n",
-                prop.name, prop.multiProcessorCount, (long long)kIn, (long long)kInDim, (long long)kOut,
-                (long long)kOutDim, kIterations, kRepeats);
+    std::printf(
+        "device: %s, %d SMs; MNIST DigitCaps (I=%lld K=%lld J=%lld E=%lld), %d iterations, b0 zeros, "
+        "median of %d, device time\n",
+        prop.name, prop.multiProcessorCount, (long long)kIn, (long long)kInDim, (long long)kOut, (long long)kOutDim,
+        kIterations, kRepeats);
     std::printf("%6s %6s %6s %8s %10s %10s %12s\n", "batch", "slices", "chunk", "chunks", "us", "vs whole",
                 "max rel err");
 

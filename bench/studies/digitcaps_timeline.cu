@@ -48,7 +48,7 @@ constexpr int64_t kIn = 1152, kInDim = 8, kOut = 10, kOutDim = 16;
 constexpr int kIterations = 3, kWarmup = 3, kRepeats = 15, kCopies = 8;
 constexpr unsigned kCapacity = 1 << 15;
 constexpr int kLaunches = 2 * kIterations;
-const char *const kLaunchNames[kLaunches] = {"pass 1 (first)", "squash 1", "pass 2 (logits)",
+const char *const kLaunchNames[kLaunches] = {"pass 1 (first)", "squash 1",        "pass 2 (logits)",
                                              "squash 2",       "pass 3 (logits)", "squash 3"};
 // A row of the table: a statistic of a launch's blocks, one mark each.
 struct Column {
@@ -109,10 +109,11 @@ int main(int argc, char **argv) {
 
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "device");
-    std::printf("device: %s, %d SMs; MNIST DigitCaps (I=%lld K=%lld J=%lld E=%lld), %d iterations, b0 absent, "
-                "cuda_tensor with per-block timestamps; medians over %d calls, inputs rotated over %d copies\n",
-                prop.name, prop.multiProcessorCount, (long long)kIn, (long long)kInDim, (long long)kOut,
-                (long long)kOutDim, kIterations, kRepeats, kCopies);
+    std::printf(
+        "device: %s, %d SMs; MNIST DigitCaps (I=%lld K=%lld J=%lld E=%lld), %d iterations, b0 absent, "
+        "cuda_tensor with per-block timestamps; medians over %d calls, inputs rotated over %d copies\n",
+        prop.name, prop.multiProcessorCount, (long long)kIn, (long long)kInDim, (long long)kOut, (long long)kOutDim,
+        kIterations, kRepeats, kCopies);
 
     timeline::BlockRecord *records_d = nullptr;
     check(cudaMalloc(&records_d, kCapacity * sizeof(timeline::BlockRecord)), "malloc records");
@@ -146,8 +147,8 @@ int main(int argc, char **argv) {
         auto enqueue = [&](int call) {
             const int c = call % kCopies;
             return halcaps::cuda_reference::digitcaps_tensor(u_d + c * u_floats, W_d + c * W_floats, nullptr, v_d,
-                                                            nullptr, nullptr, shape, kIterations, plan, scratch_d,
-                                                            nullptr);
+                                                             nullptr, nullptr, shape, kIterations, plan, scratch_d,
+                                                             nullptr);
         };
 
         // Checked first: copy 0's v against the float64 reference, on a NaN-poisoned v.
@@ -169,10 +170,11 @@ int main(int argc, char **argv) {
             worst = std::isfinite(v_of_copy[0][n]) ? std::max(worst, err) : INFINITY;
         }
         const bool correct = worst <= 1e-4 * top;
-        std::printf("\nbatch %lld: plan %d row tiles x %d i-lanes, chunk %lld, %lld chunks; v against float64: "
-                    "max |error| / max |v| = %.2e (%s)\n",
-                    (long long)B, plan.m_tiles, plan.i_lanes, (long long)plan.chunk, (long long)plan.chunks,
-                    worst / top, correct ? "ok" : "WRONG");
+        std::printf(
+            "\nbatch %lld: plan %d row tiles x %d i-lanes, chunk %lld, %lld chunks; v against float64: "
+            "max |error| / max |v| = %.2e (%s)\n",
+            (long long)B, plan.m_tiles, plan.i_lanes, (long long)plan.chunk, (long long)plan.chunks, worst / top,
+            correct ? "ok" : "WRONG");
         if (!correct) return 1;
 
         // Timed calls with the timestamps on: [call][launch][column] in µs from the call's first block.
@@ -192,8 +194,8 @@ int main(int argc, char **argv) {
             float ms = 0.0f;
             check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
             check(cudaMemcpy(got.data(), v_d, v_floats * sizeof(float), cudaMemcpyDeviceToHost), "v");
-            repeatable = repeatable && std::memcmp(got.data(), v_of_copy[call % kCopies].data(),
-                                                   v_floats * sizeof(float)) == 0;
+            repeatable =
+                repeatable && std::memcmp(got.data(), v_of_copy[call % kCopies].data(), v_floats * sizeof(float)) == 0;
             unsigned used = 0;
             check(halcaps::cuda_reference::digitcaps_tensor_timeline_used(&used), "records used");
             if (used > kCapacity) {
@@ -235,7 +237,8 @@ int main(int argc, char **argv) {
                     std::fprintf(stderr, "cannot write %s\n", path.c_str());
                     return 1;
                 }
-                std::fprintf(f, "launch,kernel,tag,sm,block,entered_ns,waited_ns,first_step_ns,steps_done_ns,ended_ns\n");
+                std::fprintf(f,
+                             "launch,kernel,tag,sm,block,entered_ns,waited_ns,first_step_ns,steps_done_ns,ended_ns\n");
                 for (size_t n = 0; n < records.size(); n++) {
                     const auto &r = records[n];
                     std::fprintf(f, "%d,%u,%u,%u,%u", launch[n], r.kernel, r.tag, r.sm, r.block);
@@ -248,9 +251,10 @@ int main(int argc, char **argv) {
             }
         }
 
-        std::printf("call: %.1f us between the events, %.1f us from the first block's entry to the last block's "
-                    "end; v the same bit for bit in every call: %s\n",
-                    quantile_of(call_us, 0.5), quantile_of(span_us, 0.5), repeatable ? "yes" : "NO");
+        std::printf(
+            "call: %.1f us between the events, %.1f us from the first block's entry to the last block's "
+            "end; v the same bit for bit in every call: %s\n",
+            quantile_of(call_us, 0.5), quantile_of(span_us, 0.5), repeatable ? "yes" : "NO");
         std::printf("%-17s %7s", "us from 1st block", "blocks");
         for (const auto &c : kColumns) std::printf(" %10s", c.name);
         std::printf("\n");

@@ -109,8 +109,8 @@ void enqueue(Way way, float *partial, float *s, int tiles, int chunks, cudaStrea
     if (way == kStoresAndAdd) {
         store_partials<<<grid, kThreads, 0, stream>>>(reinterpret_cast<float4 *>(partial), tiles);
         const int total = tiles * kBlockFloat4s;
-        add_partials<<<(total + kThreads - 1) / kThreads, kThreads, 0, stream>>>(reinterpret_cast<const float4 *>(partial),
-                                                                      reinterpret_cast<float4 *>(s), tiles, chunks);
+        add_partials<<<(total + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+            reinterpret_cast<const float4 *>(partial), reinterpret_cast<float4 *>(s), tiles, chunks);
     } else {
         check(cudaMemsetAsync(s, 0, s_bytes, stream), "memset s");
         if (way == kAtomicX1) {

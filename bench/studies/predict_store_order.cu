@@ -48,8 +48,10 @@ __global__ void flat_store_kernel(T *out, long n) {
     const long x = blockIdx.x * long(blockDim.x) + threadIdx.x;
     if (x >= n) return;
     T v{};
-    if constexpr (kStreaming) __stcs(out + x, v);
-    else out[x] = v;
+    if constexpr (kStreaming)
+        __stcs(out + x, v);
+    else
+        out[x] = v;
 }
 
 // batch_rows' order: block = capsule i, (JE / V) x TY threads; thread walks
@@ -61,8 +63,10 @@ __global__ void capsule_walk_kernel(float *out, int B, int TY) {
     const long i = blockIdx.x;
     for (int b = y; b < B; b += TY) {
         float *p = out + (b * long(kIn) + i) * kJE + x * V;
-        if constexpr (V == 4) __stcs(reinterpret_cast<float4 *>(p), make_float4(1.f, 2.f, 3.f, float(b)));
-        else __stcs(reinterpret_cast<float2 *>(p), make_float2(1.f, float(b)));
+        if constexpr (V == 4)
+            __stcs(reinterpret_cast<float4 *>(p), make_float4(1.f, 2.f, 3.f, float(b)));
+        else
+            __stcs(reinterpret_cast<float2 *>(p), make_float2(1.f, float(b)));
     }
 }
 
@@ -106,12 +110,16 @@ template <int V, bool kStreaming = true>
 __device__ __forceinline__ void store_outputs(float *p, const float (&acc)[V]) {
     if constexpr (V == 4) {
         const float4 o = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        if constexpr (kStreaming) __stcs(reinterpret_cast<float4 *>(p), o);
-        else *reinterpret_cast<float4 *>(p) = o;
+        if constexpr (kStreaming)
+            __stcs(reinterpret_cast<float4 *>(p), o);
+        else
+            *reinterpret_cast<float4 *>(p) = o;
     } else {
         const float2 o = make_float2(acc[0], acc[1]);
-        if constexpr (kStreaming) __stcs(reinterpret_cast<float2 *>(p), o);
-        else *reinterpret_cast<float2 *>(p) = o;
+        if constexpr (kStreaming)
+            __stcs(reinterpret_cast<float2 *>(p), o);
+        else
+            *reinterpret_cast<float2 *>(p) = o;
     }
 }
 
@@ -139,16 +147,14 @@ __global__ void __launch_bounds__(1024) predict_runs_kernel(const float *__restr
     }
 }
 
-
 // u_hat with a balanced grid: block (x, y) owns capsules x*N .. x*N+N-1 and
 // rows y, y + Y, ... (strided) or the y-th of Y equal row ranges; thread t
 // owns V outputs of capsule x*N + t / (JE/V). W's V x 8 values in registers.
 // kStage: the block's u rows are copied to shared memory first (cp.async),
 // else each row is read through L1.
 template <int V, bool kStage>
-__global__ void __launch_bounds__(640) predict_balanced_kernel(const float *__restrict__ u,
-                                                               const float *__restrict__ W, float *__restrict__ u_hat,
-                                                               int B, int N, bool strided) {
+__global__ void __launch_bounds__(640) predict_balanced_kernel(const float *__restrict__ u, const float *__restrict__ W,
+                                                               float *__restrict__ u_hat, int B, int N, bool strided) {
     extern __shared__ float4 u_stage[];  // [row][capsule][2] float4
     constexpr int per_cap = kJE / V;
     const int i0 = blockIdx.x * N;
@@ -187,16 +193,15 @@ __global__ void __launch_bounds__(640) predict_balanced_kernel(const float *__re
     }
 }
 
-
 // predict_balanced_kernel<V, true> with three knobs: kStreaming (evict-first
 // stores, else plain), kFirstRows (> 0: the first kFirstRows rows of u are
 // a cp.async group of their own, waited for alone, so that stores start
 // before the rest of u has arrived), kMinBlocks (the register cap, through
 // __launch_bounds__(kMaxThreads, kMinBlocks)). Rows strided: y, y + Y, ...
 template <int V, bool kStreaming, int kFirstRows, int kMinBlocks, int kMaxThreads = 256>
-__global__ void __launch_bounds__(kMaxThreads, kMinBlocks) predict_staged_kernel(const float *__restrict__ u,
-                                                                        const float *__restrict__ W,
-                                                                        float *__restrict__ u_hat, int B, int N) {
+__global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
+    predict_staged_kernel(const float *__restrict__ u, const float *__restrict__ W, float *__restrict__ u_hat, int B,
+                          int N) {
     extern __shared__ float4 u_stage[];  // [row][capsule][2] float4
     constexpr int per_cap = kJE / V;
     const int i0 = blockIdx.x * N;

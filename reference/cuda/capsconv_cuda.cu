@@ -58,8 +58,8 @@ __device__ __forceinline__ void for_taps(const float *__restrict__ in, const Geo
 // V: 1 = B, 2 = I1, 3 = I2, 4 = I3. kVec: input and output 16-byte aligned
 // (I3's float4 loads and stores; the other versions ignore it).
 template <int V, bool kVec>
-__global__ void __launch_bounds__(kThreads) capsconv_kernel(const float *__restrict__ in,
-                                                            const float *__restrict__ filter, float *out, Geometry g) {
+__global__ void __launch_bounds__(kThreads)
+    capsconv_kernel(const float *__restrict__ in, const float *__restrict__ filter, float *out, Geometry g) {
     // min(T, kChunkTaps) filter poses: sized at launch so that small filters
     // leave room for more resident blocks.
     extern __shared__ float4 sK4[];
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) capsconv_kernel(const float *__restr
     }
     for (i64 co = blockIdx.y; co < g.CO; co += gridDim.y) {  // the same trip count for the whole block
         float *o = out + (p * g.CO + co) * 16;               // dereferenced only when active
-        float acc[16];                                        // I2, I3: the output pose in registers
+        float acc[16];                                       // I2, I3: the output pose in registers
 #pragma unroll
         for (int e = 0; e < 16; e++) acc[e] = 0.0f;
         if (V == 1 && active) {
@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(kThreads) capsconv_kernel(const float *__restr
 #pragma unroll
                         for (int c = 0; c < 4; c++) {
 #pragma unroll
-                            for (int j = 0; j < 4; j++) acc[i * 4 + j] = fmaf(x[i * 4 + c], k[c * 4 + j], acc[i * 4 + j]);
+                            for (int j = 0; j < 4; j++)
+                                acc[i * 4 + j] = fmaf(x[i * 4 + c], k[c * 4 + j], acc[i * 4 + j]);
                         }
                     }
                 });
@@ -216,11 +217,16 @@ int capsconv_version_count() { return 4; }
 
 const char *capsconv_version_name(int version) {
     switch (version) {
-        case 1: return "vaidya_b";
-        case 2: return "vaidya_i1";
-        case 3: return "vaidya_i2";
-        case 4: return "vaidya_i3";
-        default: return nullptr;
+    case 1:
+        return "vaidya_b";
+    case 2:
+        return "vaidya_i1";
+    case 3:
+        return "vaidya_i2";
+    case 4:
+        return "vaidya_i3";
+    default:
+        return nullptr;
     }
 }
 
@@ -228,11 +234,16 @@ cudaError_t capsconv_forward(int version, const float *input, const float *filte
                              const CapsConvShape &shape, cudaStream_t stream) {
     if (!capsconv_shape_ok(shape) || !input || !filter || !output) return cudaErrorInvalidValue;
     switch (version) {
-        case 1: return launch<1>(input, filter, output, shape, stream);
-        case 2: return launch<2>(input, filter, output, shape, stream);
-        case 3: return launch<3>(input, filter, output, shape, stream);
-        case 4: return launch<4>(input, filter, output, shape, stream);
-        default: return cudaErrorInvalidValue;
+    case 1:
+        return launch<1>(input, filter, output, shape, stream);
+    case 2:
+        return launch<2>(input, filter, output, shape, stream);
+    case 3:
+        return launch<3>(input, filter, output, shape, stream);
+    case 4:
+        return launch<4>(input, filter, output, shape, stream);
+    default:
+        return cudaErrorInvalidValue;
     }
 }
 

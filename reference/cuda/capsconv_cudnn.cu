@@ -12,8 +12,8 @@ namespace {
 
 using i64 = int64_t;
 
-constexpr int kTile = 32;      // transpose tiles of 32 x 32 floats
-constexpr int kTileRows = 8;   // a block of 32 x 8 threads moves one tile in 4 passes
+constexpr int kTile = 32;     // transpose tiles of 32 x 32 floats
+constexpr int kTileRows = 8;  // a block of 32 x 8 threads moves one tile in 4 passes
 constexpr int kMaxGrid = 65535;
 
 CudnnResult bad_param() {
@@ -120,7 +120,7 @@ cudaError_t capsconv_filter_to_kcrs(const float *filter, float *w, const CapsCon
     const int threads = 256;
     const i64 blocks = std::min<i64>((total + threads - 1) / threads, 4096);
     filter_to_kcrs_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(filter, w, s.kernel_h, s.kernel_w,
-                                                                                  s.in_caps, s.out_caps);
+                                                                                 s.in_caps, s.out_caps);
     return cudaGetLastError();
 }
 
@@ -133,15 +133,24 @@ CudnnCapsConv::~CudnnCapsConv() {
 
 const char *CudnnCapsConv::algorithm_name() const {
     switch (algorithm_) {
-        case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
-        case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
-        case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
-        case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
-        case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
-        case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
-        case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
-        case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
-        default: return "unknown";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+        return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+        return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+        return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+        return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+        return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+        return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+        return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+        return "WINOGRAD_NONFUSED";
+    default:
+        return "unknown";
     }
 }
 

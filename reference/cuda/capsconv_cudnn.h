@@ -36,8 +36,8 @@
 // workspace (workspace_bytes() of it); calls set the handle's stream.
 #pragma once
 
-#include <cudnn.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
 #include <cstdint>
 #include <memory>

@@ -24,7 +24,9 @@ CublasResult invalid() {
 
 bool fits_int(i64 v) { return v >= 1 && v <= INT_MAX; }
 
-unsigned blocks_for(i64 total) { return static_cast<unsigned>(std::min<i64>((total + kThreads - 1) / kThreads, kMaxBlocks)); }
+unsigned blocks_for(i64 total) {
+    return static_cast<unsigned>(std::min<i64>((total + kThreads - 1) / kThreads, kMaxBlocks));
+}
 
 struct Dims {
     i64 H, W, CI, KW, CO, stride, pad, OH, OW, P, T;
@@ -129,9 +131,9 @@ CublasResult capsconv_im2col_cublas(cublasHandle_t handle, const float *input, c
     if ((r.blas = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS) return r;
     if ((r.blas = cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST)) != CUBLAS_STATUS_SUCCESS) return r;
     const float alpha = 1.0f, beta = 0.0f;
-    r.blas = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                         static_cast<int>(K), &alpha, Bm, static_cast<int>(N), A, static_cast<int>(K), &beta, C,
-                         static_cast<int>(N));
+    r.blas =
+        cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                    &alpha, Bm, static_cast<int>(N), A, static_cast<int>(K), &beta, C, static_cast<int>(N));
     if (r.blas != CUBLAS_STATUS_SUCCESS) return r;
     if (d.CO > 1) {
         product_to_output_kernel<<<blocks_for(z.product), kThreads, 0, stream>>>(C, output, d.P, d.CO);

@@ -34,9 +34,9 @@ namespace halcaps::cuda_reference {
 
 // Scratch floats the call needs: the im2col buffer A, and B and C (0 when co = 1).
 struct Im2colSizes {
-    int64_t columns;   // A
-    int64_t filter;    // B
-    int64_t product;   // C
+    int64_t columns;  // A
+    int64_t filter;   // B
+    int64_t product;  // C
     int64_t total() const { return columns + filter + product; }
 };
 Im2colSizes capsconv_im2col_sizes(const CapsConvShape &shape);

@@ -30,11 +30,10 @@ inline cudaError_t device_limits(DeviceLimits *out) {
         if ((err = cudaDeviceGetAttribute(&q.threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device)) !=
             cudaSuccess)
             return err;
-        if ((err = cudaDeviceGetAttribute(&q.threads_per_block, cudaDevAttrMaxThreadsPerBlock, device)) !=
-            cudaSuccess)
+        if ((err = cudaDeviceGetAttribute(&q.threads_per_block, cudaDevAttrMaxThreadsPerBlock, device)) != cudaSuccess)
             return err;
-        if ((err = cudaDeviceGetAttribute(&q.smem_per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                          device)) != cudaSuccess)
+        if ((err = cudaDeviceGetAttribute(&q.smem_per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) !=
+            cudaSuccess)
             return err;
         d = q;
     }

@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "predict_cuda.h"
 #include "digitcaps_cuda.h"
 #include "digitcaps_naive_steps.cuh"
 #include "digitcaps_shared.cuh"
+#include "predict_cuda.h"
 
 namespace halcaps::cuda_reference {
 
@@ -55,8 +55,8 @@ __device__ inline SquashSlopes squash_slopes(double n2) {
 
 // gs[b, j, :] = dL/ds from gv = dL/dv for v = squash(s); one thread per
 // (b, j).
-__global__ void squash_backward_rows(const float *__restrict__ s, const float *__restrict__ gv,
-                                     float *__restrict__ gs, i64 BJ, i64 E) {
+__global__ void squash_backward_rows(const float *__restrict__ s, const float *__restrict__ gv, float *__restrict__ gs,
+                                     i64 BJ, i64 E) {
     const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
     if (n >= BJ) return;
     const float *s_row = s + n * E, *gv_row = gv + n * E;
@@ -72,9 +72,9 @@ __global__ void squash_backward_rows(const float *__restrict__ s, const float *_
 // grad_u_hat[b, i, j, e] = c[b, i, j] gs[b, j, e] (+ G[b, i, j] v[b, j, e]
 // where G is given), written (`accumulate` false) or added; one thread per
 // element.
-__global__ void grad_u_hat_terms(const float *__restrict__ c, const float *__restrict__ gs,
-                                 const float *__restrict__ G, const float *__restrict__ v,
-                                 float *__restrict__ grad_u_hat, i64 B, i64 I, i64 J, i64 E, bool accumulate) {
+__global__ void grad_u_hat_terms(const float *__restrict__ c, const float *__restrict__ gs, const float *__restrict__ G,
+                                 const float *__restrict__ v, float *__restrict__ grad_u_hat, i64 B, i64 I, i64 J,
+                                 i64 E, bool accumulate) {
     const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
     if (n >= B * I * J * E) return;
     const i64 e = n % E, bij = n / E, j = bij % J, b = bij / (I * J);
@@ -85,8 +85,8 @@ __global__ void grad_u_hat_terms(const float *__restrict__ c, const float *__res
 }
 
 // G[b, i, :] (+)= c (gc - sum_j c gc), the softmax's gradient; one thread per (b, i).
-__global__ void softmax_backward_rows(const float *__restrict__ c, const float *__restrict__ gc,
-                                      float *__restrict__ G, i64 BI, i64 J, bool accumulate) {
+__global__ void softmax_backward_rows(const float *__restrict__ c, const float *__restrict__ gc, float *__restrict__ G,
+                                      i64 BI, i64 J, bool accumulate) {
     const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
     if (n >= BI) return;
     float weighted = 0.0f;
@@ -140,8 +140,8 @@ cudaError_t route_backward_naive(const float *u_hat, const float *b0, const floa
         const float *c = w.c + t * BIJ, *s = w.s + t * BJE, *v = w.v + t * BJE;
         squash_backward_rows<<<blocks_for(B * J), kThreads, 0, stream>>>(s, last ? grad_v : w.gv, w.gs, B * J, E);
         // G is still dL/dlogits[t + 1] here; none after the last iteration.
-        grad_u_hat_terms<<<blocks_for(BIJ * E), kThreads, 0, stream>>>(c, w.gs, last ? nullptr : w.G, v, grad_u_hat,
-                                                                       B, I, J, E, !last);
+        grad_u_hat_terms<<<blocks_for(BIJ * E), kThreads, 0, stream>>>(c, w.gs, last ? nullptr : w.G, v, grad_u_hat, B,
+                                                                       I, J, E, !last);
         naive_steps::dot_over_e<<<blocks_for(BIJ), kThreads, 0, stream>>>(u_hat, w.gs, w.gc, B, I, J, E, false);
         softmax_backward_rows<<<blocks_for(B * I), kThreads, 0, stream>>>(c, w.gc, w.G, B * I, J, !last);
         if (t > 0) {
@@ -154,7 +154,8 @@ cudaError_t route_backward_naive(const float *u_hat, const float *b0, const floa
 
 int64_t digitcaps_backward_naive_scratch_floats(const DigitCapsLayerShape &sh, int iterations) {
     const RoutingShape routing{sh.batch, sh.in_caps, sh.out_caps, sh.out_dim};
-    return 2 * sh.batch * sh.in_caps * sh.out_caps * sh.out_dim + route_backward_naive_scratch_floats(routing, iterations);
+    return 2 * sh.batch * sh.in_caps * sh.out_caps * sh.out_dim +
+           route_backward_naive_scratch_floats(routing, iterations);
 }
 
 namespace {
@@ -194,7 +195,6 @@ cudaError_t digitcaps_backward_naive(const float *u, const float *W, const float
                                                           route_scratch, stream);
                           });
 }
-
 
 // ---------------------------------------------------------------------------
 // Version 2, passes: u_hat materialised once (predict_cuda.h's
@@ -384,9 +384,9 @@ __device__ inline void for_rows(i64 chunk, const Geometry &g, const Lane &l, F f
 // Forward replay, iteration t: c_t (stored) and partial[chunk, b, :, :] =
 // the sum over the chunk's i of c_t u_hat.
 template <int EM, bool VEC>
-__global__ void __launch_bounds__(kPassThreads) forward_pass(const float *__restrict__ u_hat,
-                                                             const float *__restrict__ b0, Trace trace, int t,
-                                                             float *__restrict__ partial, Geometry g) {
+__global__ void __launch_bounds__(kPassThreads)
+    forward_pass(const float *__restrict__ u_hat, const float *__restrict__ b0, Trace trace, int t,
+                 float *__restrict__ partial, Geometry g) {
     __shared__ float shared[kPassWarps * 32 * EM];
     const i64 b = blockIdx.x, chunk = blockIdx.y;
     const Lane l(g);
@@ -414,9 +414,9 @@ __global__ void __launch_bounds__(kPassThreads) forward_pass(const float *__rest
 // Backward, iteration t: G_t (stored), and the chunk's share of gv_{t-1} into
 // partial (t > 0). At t = 0 only G_0 is needed, for grad_b0.
 template <int EM, bool VEC>
-__global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__restrict__ u_hat, Trace trace, int t,
-                                                                 int iterations, float *__restrict__ partial,
-                                                                 Geometry g) {
+__global__ void __launch_bounds__(kPassThreads, 3)
+    backward_pass(const float *__restrict__ u_hat, Trace trace, int t, int iterations, float *__restrict__ partial,
+                  Geometry g) {
     __shared__ float shared[kPassWarps * 32 * EM];
     const i64 b = blockIdx.x, chunk = blockIdx.y;
     const Lane l(g);
@@ -462,8 +462,8 @@ __global__ void __launch_bounds__(kPassThreads, 3) backward_pass(const float *__
 constexpr int kColumnInputs = 4;
 constexpr int kUnrolledIterations = 5;
 template <int EM, int R>
-__global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, int iterations,
-                                                                   float *__restrict__ grad_u_hat, Geometry g) {
+__global__ void __launch_bounds__(kPassThreads)
+    grad_u_hat_columns(Trace trace, int iterations, float *__restrict__ grad_u_hat, Geometry g) {
     constexpr int kFloats = 4, kPieces = EM / kFloats;  // a row's pieces
     const int column = int(threadIdx.x), j = column / kPieces, first = column % kPieces * kFloats;
     const i64 b = blockIdx.x;
@@ -483,16 +483,16 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, 
         }
         // Iteration t's terms: c_t gs_t, and G_{t+1} v_t where v_t reached the
         // next iteration's logits (t + 1 < iterations; else zeros).
-        auto add_terms = [&](const float (&gs)[kFloats], const float (&v)[kFloats], const float (&c)[kColumnInputs],
-                             const float (&G_next)[kColumnInputs]) {
+        auto add_terms = [&](const float(&gs)[kFloats], const float(&v)[kFloats], const float(&c)[kColumnInputs],
+                             const float(&G_next)[kColumnInputs]) {
 #pragma unroll
             for (int k = 0; k < kColumnInputs; k++) {
 #pragma unroll
                 for (int e = 0; e < kFloats; e++) grad[k][e] = fmaf(G_next[k], v[e], fmaf(c[k], gs[e], grad[k][e]));
             }
         };
-        auto load_terms = [&](int t, float (&gs)[kFloats], float (&v)[kFloats], float (&c)[kColumnInputs],
-                              float (&G_next)[kColumnInputs]) {
+        auto load_terms = [&](int t, float(&gs)[kFloats], float(&v)[kFloats], float(&c)[kColumnInputs],
+                              float(&G_next)[kColumnInputs]) {
             const bool agreement = t + 1 < iterations;
             load_vec<kFloats, true>(gs_row + t * trace.BJE, g.E, true, gs);
             load_vec<kFloats, true>(v_row + t * trace.BJE, g.E, agreement, v);
@@ -528,12 +528,18 @@ __global__ void __launch_bounds__(kPassThreads) grad_u_hat_columns(Trace trace, 
 template <typename F>
 void with_unrolled_iterations(int iterations, F f) {
     switch (iterations) {
-        case 1: return f(std::integral_constant<int, 1>());
-        case 2: return f(std::integral_constant<int, 2>());
-        case 3: return f(std::integral_constant<int, 3>());
-        case 4: return f(std::integral_constant<int, 4>());
-        case 5: return f(std::integral_constant<int, 5>());
-        default: return f(std::integral_constant<int, 0>());
+    case 1:
+        return f(std::integral_constant<int, 1>());
+    case 2:
+        return f(std::integral_constant<int, 2>());
+    case 3:
+        return f(std::integral_constant<int, 3>());
+    case 4:
+        return f(std::integral_constant<int, 4>());
+    case 5:
+        return f(std::integral_constant<int, 5>());
+    default:
+        return f(std::integral_constant<int, 0>());
     }
 }
 static_assert(kUnrolledIterations == 5, "with_unrolled_iterations' cases");
@@ -547,8 +553,8 @@ inline dim3 grad_u_hat_columns_grid(const Geometry &g, int EM) {
     return dim3(unsigned(g.B), unsigned(std::min<i64>((groups + per_block - 1) / per_block, 65535)));
 }
 template <int EM>
-__global__ void __launch_bounds__(kPassThreads) grad_u_hat_rows(Trace trace, int iterations,
-                                                                float *__restrict__ grad_u_hat, Geometry g) {
+__global__ void __launch_bounds__(kPassThreads)
+    grad_u_hat_rows(Trace trace, int iterations, float *__restrict__ grad_u_hat, Geometry g) {
     const i64 bij = i64(blockIdx.x) * kPassThreads + threadIdx.x;
     if (bij >= g.B * g.I * g.J) return;
     const i64 b = bij / (g.I * g.J), bj = b * g.J + bij % g.J;
@@ -615,8 +621,8 @@ __device__ inline void forward_row(float summed, Trace trace, int t, int iterati
 }
 
 // s_t = the partial sums added, then forward_row.
-__global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__restrict__ partial, Trace trace, int t,
-                                                               int iterations, Geometry g) {
+__global__ void __launch_bounds__(32 * kRowWarps)
+    forward_rows(const float *__restrict__ partial, Trace trace, int t, int iterations, Geometry g) {
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
@@ -625,8 +631,8 @@ __global__ void __launch_bounds__(32 * kRowWarps) forward_rows(const float *__re
 
 // Every iteration's forward_row from the forward's s (routing_s [r, B, J,
 // E]): the trace the replay would leave but c, with no pass.
-__global__ void __launch_bounds__(32 * kRowWarps) rows_of_given_s(const float *__restrict__ routing_s, Trace trace,
-                                                                  int iterations, Geometry g) {
+__global__ void __launch_bounds__(32 * kRowWarps)
+    rows_of_given_s(const float *__restrict__ routing_s, Trace trace, int iterations, Geometry g) {
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
@@ -640,9 +646,9 @@ __global__ void __launch_bounds__(32 * kRowWarps) rows_of_given_s(const float *_
 
 // gs_t = squash_backward(s_t, gv_t), gv_t = grad_v (last iteration) or the
 // partial sums added. As version 1's squash_backward_rows (squash_slopes, in double).
-__global__ void __launch_bounds__(32 * kRowWarps) backward_rows(const float *__restrict__ partial,
-                                                                const float *__restrict__ grad_v, Trace trace, int t,
-                                                                int iterations, Geometry g) {
+__global__ void __launch_bounds__(32 * kRowWarps)
+    backward_rows(const float *__restrict__ partial, const float *__restrict__ grad_v, Trace trace, int t,
+                  int iterations, Geometry g) {
     const i64 row = i64(blockIdx.x) * kRowWarps + threadIdx.x / 32;
     if (row >= g.B * g.J) return;
     const int e = int(threadIdx.x % 32);
@@ -689,8 +695,9 @@ struct PassesScratch {
         partial = p;
         float *t = p + g.chunks * BJE;
         float *c = own_c ? t + 4 * r * BJE : nullptr;
-        trace = passes::Trace{t, t + r * BJE, t + 2 * r * BJE, t + 3 * r * BJE, c,
-                              t + 4 * r * BJE + (own_c ? r * BIJ : 0), BJE, BIJ, g.I * g.J};
+        trace = passes::Trace{
+            t,   t + r * BJE, t + 2 * r * BJE, t + 3 * r * BJE, c, t + 4 * r * BJE + (own_c ? r * BIJ : 0),
+            BJE, BIJ,         g.I * g.J};
     }
     static i64 floats(const passes::Geometry &g, int r, bool own_c = true) {
         const i64 BJE = g.B * g.J * g.E, BIJ = g.B * g.I * g.J;
@@ -715,8 +722,7 @@ namespace {
 // grad_u_hat and the scratch start on a 16-byte boundary (null pointers: as
 // if they did).
 template <typename F>
-auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void *grad_u_hat, const void *scratch,
-                       F f) {
+auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void *grad_u_hat, const void *scratch, F f) {
     return with_out_dim(g.E, [&](auto em) {
         constexpr int EM = decltype(em)::value;
         auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -734,8 +740,8 @@ auto with_pass_kernels(const passes::Geometry &g, const void *u_hat, const void 
         }
         return f(passes::forward_pass<EM, false>, passes::backward_pass<EM, false>,
                  [&](const passes::Trace &trace, int iterations, float *out, cudaStream_t stream) {
-                     passes::grad_u_hat_rows<EM><<<blocks(g.B * g.I * g.J), passes::kPassThreads, 0, stream>>>(
-                         trace, iterations, out, g);
+                     passes::grad_u_hat_rows<EM>
+                         <<<blocks(g.B * g.I * g.J), passes::kPassThreads, 0, stream>>>(trace, iterations, out, g);
                  });
     });
 }
@@ -797,8 +803,8 @@ cudaError_t route_backward_passes_plan(const RoutingShape &sh, int iterations, R
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) {
         err = with_pass_kernels(g, nullptr, nullptr, nullptr, [&](auto forward, auto backward, auto) {
-            cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&forward_per_sm, forward,
-                                                                          passes::kPassThreads, 0);
+            cudaError_t e =
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&forward_per_sm, forward, passes::kPassThreads, 0);
             if (e != cudaSuccess) return e;
             return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&backward_per_sm, backward, passes::kPassThreads, 0);
         });
@@ -831,21 +837,21 @@ cudaError_t route_backward_passes(const float *u_hat, const float *b0, const flo
     g.chunks = plan.chunks;
     const PassesScratch w(scratch, g, iterations);
     const dim3 pass_grid(unsigned(g.B), unsigned(g.chunks));
-    return with_pass_kernels(g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass,
-                                                                auto grad_u_hat_kernel) {
-        return enqueue_iterations(
-            g, w, nullptr, grad_v, grad_u_hat, grad_b0, iterations, stream,
-            [&](int t) {
-                forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
-                return cudaGetLastError();
-            },
-            [&](int t) {
-                backward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, w.trace, t, iterations, w.partial,
-                                                                              g);
-                return cudaGetLastError();
-            },
-            grad_u_hat_kernel);
-    });
+    return with_pass_kernels(
+        g, u_hat, grad_u_hat, scratch, [&](auto forward_pass, auto backward_pass, auto grad_u_hat_kernel) {
+            return enqueue_iterations(
+                g, w, nullptr, grad_v, grad_u_hat, grad_b0, iterations, stream,
+                [&](int t) {
+                    forward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, b0, w.trace, t, w.partial, g);
+                    return cudaGetLastError();
+                },
+                [&](int t) {
+                    backward_pass<<<pass_grid, passes::kPassThreads, 0, stream>>>(u_hat, w.trace, t, iterations,
+                                                                                  w.partial, g);
+                    return cudaGetLastError();
+                },
+                grad_u_hat_kernel);
+        });
 }
 
 int64_t digitcaps_backward_passes_scratch_floats(const DigitCapsLayerShape &sh, const RouteBackwardPassesPlan &plan) {
@@ -861,8 +867,8 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
     constexpr int kStagedForward = 3, kTensorBackward = 4;
     return layer_backward(u, W, grad_u, grad_W, sh, kStagedForward, kTensorBackward, scratch, stream,
                           [&](const float *u_hat, float *grad_u_hat, float *route_scratch) {
-                              return route_backward_passes(u_hat, b0, grad_v, grad_u_hat, grad_b0, routing,
-                                                           iterations, plan, route_scratch, stream);
+                              return route_backward_passes(u_hat, b0, grad_v, grad_u_hat, grad_b0, routing, iterations,
+                                                           plan, route_scratch, stream);
                           });
 }
 
@@ -965,8 +971,8 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
                                       float *grad_b0, const DigitCapsLayerShape &sh, int iterations,
                                       const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream) {
     if (iterations < 1 || sh.batch < 1 || sh.in_caps < 1 || digitcaps_tensor_refusal(sh).extent != nullptr ||
-        plan.chunk < 1 || plan.chunks != (sh.in_caps + plan.chunk - 1) / plan.chunk || u == nullptr ||
-        W == nullptr || grad_v == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr ||
+        plan.chunk < 1 || plan.chunks != (sh.in_caps + plan.chunk - 1) / plan.chunk || u == nullptr || W == nullptr ||
+        grad_v == nullptr || grad_u == nullptr || grad_W == nullptr || scratch == nullptr ||
         (routing_c != nullptr && routing_s == nullptr)) {
         return cudaErrorInvalidValue;
     }
@@ -992,33 +998,34 @@ cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const floa
         return digitcaps_tensor_pass(kind, u, W, kind == DigitCapsTensorPass::backward ? nullptr : b0, rows, gs_rows,
                                      w.partial, co, sh, plan, stream);
     };
-    if (cudaError_t err = with_pass_kernels(g, nullptr, grad_u_hat, w.partial, [&](auto, auto,
-                                                                                   auto grad_u_hat_kernel) {
-            return enqueue_iterations(
-                g, w, routing_s, grad_v, grad_u_hat, grad_b0, iterations, stream,
-                [&](int t) {
-                    DigitCapsTensorCoefficients co;
-                    co.c_out = w.trace.c + t * w.trace.BIJ;
-                    return pass(t == 0 ? DigitCapsTensorPass::first : DigitCapsTensorPass::agreement_storing_c,
-                                w.trace.v_sum + t * w.trace.BJE, nullptr, co);
-                },
-                [&](int t) {
-                    DigitCapsTensorCoefficients co;
-                    co.G_next = t + 1 < iterations ? w.trace.G + (t + 1) * w.trace.BIJ : nullptr;
-                    co.G_out = w.trace.G + t * w.trace.BIJ;
-                    const float *gs_t = w.trace.gs + t * w.trace.BJE;
-                    // From the forward's s alone, c_t (t > 0) is the pass's own
-                    // and c_0 first_coefficients'; with its c too, every c_t is read.
-                    if (routing_s != nullptr && routing_c == nullptr && t > 0) {
+    if (cudaError_t err = with_pass_kernels(
+            g, nullptr, grad_u_hat, w.partial,
+            [&](auto, auto, auto grad_u_hat_kernel) {
+                return enqueue_iterations(
+                    g, w, routing_s, grad_v, grad_u_hat, grad_b0, iterations, stream,
+                    [&](int t) {
+                        DigitCapsTensorCoefficients co;
                         co.c_out = w.trace.c + t * w.trace.BIJ;
-                        return pass(DigitCapsTensorPass::backward_with_logits, w.trace.v_sum + t * w.trace.BJE, gs_t,
-                                    co);
-                    }
-                    co.c_in = w.trace.c + t * w.trace.BIJ;
-                    return pass(DigitCapsTensorPass::backward, gs_t, nullptr, co);
-                },
-                grad_u_hat_kernel);
-        });
+                        return pass(t == 0 ? DigitCapsTensorPass::first : DigitCapsTensorPass::agreement_storing_c,
+                                    w.trace.v_sum + t * w.trace.BJE, nullptr, co);
+                    },
+                    [&](int t) {
+                        DigitCapsTensorCoefficients co;
+                        co.G_next = t + 1 < iterations ? w.trace.G + (t + 1) * w.trace.BIJ : nullptr;
+                        co.G_out = w.trace.G + t * w.trace.BIJ;
+                        const float *gs_t = w.trace.gs + t * w.trace.BJE;
+                        // From the forward's s alone, c_t (t > 0) is the pass's own
+                        // and c_0 first_coefficients'; with its c too, every c_t is read.
+                        if (routing_s != nullptr && routing_c == nullptr && t > 0) {
+                            co.c_out = w.trace.c + t * w.trace.BIJ;
+                            return pass(DigitCapsTensorPass::backward_with_logits, w.trace.v_sum + t * w.trace.BJE,
+                                        gs_t, co);
+                        }
+                        co.c_in = w.trace.c + t * w.trace.BIJ;
+                        return pass(DigitCapsTensorPass::backward, gs_t, nullptr, co);
+                    },
+                    grad_u_hat_kernel);
+            });
         err != cudaSuccess) {
         return err;
     }

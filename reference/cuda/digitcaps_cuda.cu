@@ -28,8 +28,7 @@ int64_t routing_scratch_floats(const RoutingShape &s) {
 cudaError_t route_naive(const float *u_hat, const float *b0, float *v, const RoutingShape &sh, int iterations,
                         float *scratch, cudaStream_t stream) {
     const i64 B = sh.batch, I = sh.in_caps, J = sh.out_caps, E = sh.out_dim;
-    if (iterations < 1 || B < 1 || I < 1 || J < 1 || E < 1 || u_hat == nullptr || v == nullptr ||
-        scratch == nullptr) {
+    if (iterations < 1 || B < 1 || I < 1 || J < 1 || E < 1 || u_hat == nullptr || v == nullptr || scratch == nullptr) {
         return cudaErrorInvalidValue;
     }
     // logits, c and s overwritten every iteration; v is the output.
@@ -37,7 +36,6 @@ cudaError_t route_naive(const float *u_hat, const float *b0, float *v, const Rou
     naive_steps::enqueue_routing(u_hat, b0, B, I, J, E, iterations, buffers, stream);
     return cudaGetLastError();
 }
-
 
 // ---------------------------------------------------------------------------
 // Version 2, fused: the layer in two kernels a routing iteration, u_hat
@@ -97,7 +95,7 @@ namespace fused {
 
 constexpr int kLanes = 32;  // batch elements a block, one a lane
 constexpr int kMaxOutCaps = 16, kMaxOutDim = 32, kMaxInDim = 16;
-constexpr int kStages = 4;       // W and u slices staged: two in flight while one is read
+constexpr int kStages = 4;  // W and u slices staged: two in flight while one is read
 constexpr int kPassRegisters = 64;
 
 struct Args {
@@ -121,7 +119,9 @@ inline int w_stride_for(int J, int E, int K) { return (J * E * K + 3) / 4 * 4 + 
 // Rows of logits read as 16-byte vectors: l_padded floats (J rounded up to
 // 4), the stride 4 more where needed so that it is 4 modulo 8.
 __host__ __device__ inline int l_padded_for(int J) { return (J + 3) / 4 * 4; }
-__host__ __device__ inline int l_stride_for(int J) { return l_padded_for(J) % 8 == 4 ? l_padded_for(J) : l_padded_for(J) + 4; }
+__host__ __device__ inline int l_stride_for(int J) {
+    return l_padded_for(J) % 8 == 4 ? l_padded_for(J) : l_padded_for(J) + 4;
+}
 
 // v_sum rows padded likewise: 20 floats for the fast path's 16-byte reads
 // (E = 16), else an odd stride.
@@ -136,9 +136,8 @@ inline size_t smem_bytes(const Args &a) {
 
 // A thread's u_hat[b, i, j, :] and its logit: `logit` plus the dot with its
 // row of v_sum (in shared memory; all zeros in the first iteration), in
-// four partial sums so that the FMAs do not wait on each other. FAST: E = 16 and K = 8, W and u read as 16-byte vectors, k-quad
-// outer so that the 16 sums of u_hat interleave. Else scalars, E <= EM,
-// K <= kMaxInDim.
+// four partial sums so that the FMAs do not wait on each other. FAST: E = 16 and K = 8, W and u read as 16-byte
+// vectors, k-quad outer so that the 16 sums of u_hat interleave. Else scalars, E <= EM, K <= kMaxInDim.
 template <int EM, bool FAST>
 __device__ inline float predict_and_agree(const float *W_ij, const float *u_row, const float *v_row, int E, int K,
                                           float logit, float *u_hat) {
@@ -150,8 +149,11 @@ __device__ inline float predict_and_agree(const float *W_ij, const float *u_row,
 #pragma unroll
         for (int e = 0; e < EM; e++) {
             const float4 w0 = W4[e * 2], w1 = W4[e * 2 + 1];  // the same address for the whole warp: broadcasts
-            u_hat[e] = fmaf(w1.w, x1.w, fmaf(w1.z, x1.z, fmaf(w1.y, x1.y, fmaf(w1.x, x1.x,
-                       fmaf(w0.w, x0.w, fmaf(w0.z, x0.z, fmaf(w0.y, x0.y, w0.x * x0.x)))))));
+            u_hat[e] =
+                fmaf(w1.w, x1.w,
+                     fmaf(w1.z, x1.z,
+                          fmaf(w1.y, x1.y,
+                               fmaf(w1.x, x1.x, fmaf(w0.w, x0.w, fmaf(w0.z, x0.z, fmaf(w0.y, x0.y, w0.x * x0.x)))))));
         }
         const float4 *v4 = reinterpret_cast<const float4 *>(v_row);
 #pragma unroll
@@ -188,12 +190,9 @@ __device__ inline float predict_and_agree(const float *W_ij, const float *u_row,
 // fast path spills a few values at this cap (ptxas -v); uncapped it takes
 // 104-115 and one or two blocks fit.
 template <int EM, bool FAST>
-__global__ void __maxnreg__(kPassRegisters) pass_kernel(const float *__restrict__ u,
-                                                                   const float *__restrict__ W,
-                                                                   const float *__restrict__ b0,
-                                                                   const float *__restrict__ v_sum,
-                                                                   float *__restrict__ partial, Args a,
-                                                                   bool agreement) {
+__global__ void __maxnreg__(kPassRegisters)
+    pass_kernel(const float *__restrict__ u, const float *__restrict__ W, const float *__restrict__ b0,
+                const float *__restrict__ v_sum, float *__restrict__ partial, Args a, bool agreement) {
     extern __shared__ float4 smem_vec[];
     float *smem = reinterpret_cast<float *>(smem_vec);
     float *W_stage = smem;                                        // [kStages][w_stride]: W[i], b0[i, :]
@@ -220,7 +219,8 @@ __global__ void __maxnreg__(kPassRegisters) pass_kernel(const float *__restrict_
             const float *W_i = W + i * JEK;
             float *W_dst = W_stage + slot * a.w_stride;
             float *u_dst = u_stage + slot * kLanes * a.u_stride;
-            if (b0 != nullptr && tid < a.J) __pipeline_memcpy_async(W_dst + a.w_stride - a.J + tid, b0 + i * a.J + tid, 4);
+            if (b0 != nullptr && tid < a.J)
+                __pipeline_memcpy_async(W_dst + a.w_stride - a.J + tid, b0 + i * a.J + tid, 4);
             if (FAST) {
                 for (int q = tid; q < JEK / 4; q += threads) __pipeline_memcpy_async(W_dst + 4 * q, W_i + 4 * q, 16);
                 for (int q = tid; q < rows * 2; q += threads) {  // fewer threads than rows * 2 at out_caps 1
@@ -350,8 +350,17 @@ cudaError_t with_pass_variant(bool fast, int E, Call call) {
 // capsules a block.
 Args args_for(const DigitCapsLayerShape &s, bool fast, i64 chunk) {
     const int J = int(s.out_caps), E = int(s.out_dim), K = int(s.in_dim);
-    return {s.batch, s.in_caps, J, E, K, chunk, w_stride_for(J, E, K), u_stride_for(K, fast), l_padded_for(J),
-            l_stride_for(J), v_stride_for(E, fast)};
+    return {s.batch,
+            s.in_caps,
+            J,
+            E,
+            K,
+            chunk,
+            w_stride_for(J, E, K),
+            u_stride_for(K, fast),
+            l_padded_for(J),
+            l_stride_for(J),
+            v_stride_for(E, fast)};
 }
 
 }  // namespace fused
@@ -371,10 +380,11 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPla
     DeviceLimits device;
     int per_sm = 0;
     if (cudaError_t err = device_limits(&device); err != cudaSuccess) return err;
-    if (cudaError_t err = fused::with_pass_variant(fast, a.E, [&](auto variant) {
-            using V = decltype(variant);
-            return fused::blocks_per_sm<V::EM, V::FAST>(a, &per_sm);
-        });
+    if (cudaError_t err = fused::with_pass_variant(fast, a.E,
+                                                   [&](auto variant) {
+                                                       using V = decltype(variant);
+                                                       return fused::blocks_per_sm<V::EM, V::FAST>(a, &per_sm);
+                                                   });
         err != cudaSuccess) {
         return err;
     }
@@ -388,8 +398,8 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &s, DigitCapsFusedPla
 cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, float *v, const DigitCapsLayerShape &s,
                             int iterations, const DigitCapsFusedPlan &plan, float *scratch, cudaStream_t stream) {
     if (iterations < 1 || s.batch < 1 || s.in_caps < 1 || s.out_caps < 1 || s.out_dim < 1 || s.in_dim < 1 ||
-        digitcaps_fused_refusal(s).extent != nullptr || u == nullptr || W == nullptr || v == nullptr || scratch == nullptr ||
-        plan.chunk < 1 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
+        digitcaps_fused_refusal(s).extent != nullptr || u == nullptr || W == nullptr || v == nullptr ||
+        scratch == nullptr || plan.chunk < 1 || plan.chunks != (s.in_caps + plan.chunk - 1) / plan.chunk) {
         return cudaErrorInvalidValue;
     }
     const bool fast = fused::fast_shape(s) && aligned16(u) && aligned16(W);
@@ -397,12 +407,13 @@ cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, flo
     const int E = a.E;
     const i64 rows = s.batch * a.J;
     float *partial = scratch, *v_sum = scratch + plan.chunks * rows * E;
-    return digitcaps_shared::iterate(iterations, partial, v_sum, v, nullptr, rows, E, plan.chunks, stream, [&](bool agreement) {
-        return fused::with_pass_variant(fast, E, [&](auto variant) {
-            using V = decltype(variant);
-            return fused::launch_pass<V::EM, V::FAST>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream);
+    return digitcaps_shared::iterate(
+        iterations, partial, v_sum, v, nullptr, rows, E, plan.chunks, stream, [&](bool agreement) {
+            return fused::with_pass_variant(fast, E, [&](auto variant) {
+                using V = decltype(variant);
+                return fused::launch_pass<V::EM, V::FAST>(u, W, b0, v_sum, partial, a, plan.chunks, agreement, stream);
+            });
         });
-    });
 }
 
 }  // namespace halcaps::cuda_reference

@@ -94,9 +94,8 @@ cudaError_t digitcaps_fused_plan(const DigitCapsLayerShape &shape, DigitCapsFuse
 // v = digitcaps(u, W, b0) with `iterations` >= 1 rounds by version 2; b0
 // may be null (zeros). `scratch` holds plan.scratch_floats floats, `plan`
 // from digitcaps_fused_plan for this shape.
-cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, float *v,
-                            const DigitCapsLayerShape &shape, int iterations, const DigitCapsFusedPlan &plan,
-                            float *scratch, cudaStream_t stream);
+cudaError_t digitcaps_fused(const float *u, const float *W, const float *b0, float *v, const DigitCapsLayerShape &shape,
+                            int iterations, const DigitCapsFusedPlan &plan, float *scratch, cudaStream_t stream);
 
 // Version 3's limits, as digitcaps_fused_refusal's.
 DigitCapsFusedRefusal digitcaps_tensor_refusal(const DigitCapsLayerShape &shape);
@@ -156,9 +155,8 @@ struct DigitCapsTensorCoefficients {
 };
 cudaError_t digitcaps_tensor_pass(DigitCapsTensorPass pass, const float *u, const float *W, const float *b0,
                                   const float *rows, const float *gs_rows, float *partial,
-                                  const DigitCapsTensorCoefficients &coefficients,
-                                  const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
-                                  cudaStream_t stream);
+                                  const DigitCapsTensorCoefficients &coefficients, const DigitCapsLayerShape &shape,
+                                  const DigitCapsTensorPlan &plan, cudaStream_t stream);
 
 // Backward version 1. grad_u_hat, grad_b0 = the gradients of route(u_hat,
 // b0) given grad_v = dL/dv; b0 may be null (zeros), grad_b0 null (not
@@ -217,8 +215,8 @@ cudaError_t digitcaps_backward_passes(const float *u, const float *W, const floa
 int64_t digitcaps_backward_tensor_scratch_floats(const DigitCapsLayerShape &shape, const DigitCapsTensorPlan &plan,
                                                  int iterations, bool given_c);
 cudaError_t digitcaps_backward_tensor(const float *u, const float *W, const float *b0, const float *routing_s,
-                                      const float *routing_c, const float *grad_v, float *grad_u, float *grad_W, float *grad_b0,
-                                      const DigitCapsLayerShape &shape, int iterations, const DigitCapsTensorPlan &plan,
-                                      float *scratch, cudaStream_t stream);
+                                      const float *routing_c, const float *grad_v, float *grad_u, float *grad_W,
+                                      float *grad_b0, const DigitCapsLayerShape &shape, int iterations,
+                                      const DigitCapsTensorPlan &plan, float *scratch, cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

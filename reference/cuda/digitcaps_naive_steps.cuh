@@ -73,8 +73,8 @@ __global__ void squash_rows(const float *__restrict__ s, float *__restrict__ v, 
 // out[b, i, j] (+)= sum_e u_hat[b, i, j, e] * x[b, j, e]; one thread per
 // (b, i, j). The forward's agreement (x = v, added to the logits) and the
 // backward's gradient of c (x = the gradient of s).
-__global__ void dot_over_e(const float *__restrict__ u_hat, const float *__restrict__ x, float *__restrict__ out,
-                           i64 B, i64 I, i64 J, i64 E, bool accumulate) {
+__global__ void dot_over_e(const float *__restrict__ u_hat, const float *__restrict__ x, float *__restrict__ out, i64 B,
+                           i64 I, i64 J, i64 E, bool accumulate) {
     const i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x;
     if (n >= B * I * J) return;
     const i64 j = n % J, b = n / (I * J);

@@ -93,8 +93,8 @@ __device__ inline void let_next_kernel_start() {
 #endif
 }
 template <typename... Params, typename... Args>
-cudaError_t launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                               cudaStream_t stream, Args... args) {
+cudaError_t launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                               Args... args) {
     cudaLaunchAttribute overlap{};
     overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     overlap.val.programmaticStreamSerializationAllowed = 1;
@@ -122,10 +122,9 @@ inline namespace HALCAPS_TIMELINE_NAMESPACE {
 // (digitcaps_with_s's routing_s, an iteration's rows). Launched overlapping
 // the pass kernel ahead of it, whose partial sums it waits for.
 template <int EP, int G>
-__global__ void __launch_bounds__(kSquashThreads) squash_kernel(const float *__restrict__ partial,
-                                                                float *__restrict__ v_sum, float *__restrict__ v,
-                                                                float *__restrict__ s_out, int64_t rows, int E,
-                                                                int64_t chunks, bool first, bool last) {
+__global__ void __launch_bounds__(kSquashThreads)
+    squash_kernel(const float *__restrict__ partial, float *__restrict__ v_sum, float *__restrict__ v,
+                  float *__restrict__ s_out, int64_t rows, int E, int64_t chunks, bool first, bool last) {
     constexpr int R = kSquashThreads / (EP * G);
     static_assert(R >= 1 && EP <= 32 && 32 % EP == 0, "a row's g = 0 lanes lie in one warp");
     __shared__ float group_sums[R][G][EP];
@@ -219,8 +218,8 @@ inline cudaError_t launch_squash(const float *partial, float *v_sum, float *v, f
 // v_sum (v in the last iteration). Where routing_s is not null, iteration t's
 // s is stored at routing_s + t * rows * E ([iterations, rows, E]).
 template <typename LaunchPass>
-cudaError_t iterate(int iterations, const float *partial, float *v_sum, float *v, float *routing_s, int64_t rows,
-                    int E, int64_t chunks, cudaStream_t stream, LaunchPass launch_pass) {
+cudaError_t iterate(int iterations, const float *partial, float *v_sum, float *v, float *routing_s, int64_t rows, int E,
+                    int64_t chunks, cudaStream_t stream, LaunchPass launch_pass) {
     for (int t = 0; t < iterations; t++) {
         if (cudaError_t err = launch_pass(t > 0); err != cudaSuccess) return err;
         float *s_out = routing_s != nullptr ? routing_s + t * rows * E : nullptr;
@@ -233,7 +232,7 @@ cudaError_t iterate(int iterations, const float *partial, float *v_sum, float *v
     return cudaSuccess;
 }
 
-}  // inline namespace HALCAPS_TIMELINE_NAMESPACE
+}  // namespace HALCAPS_TIMELINE_NAMESPACE
 
 // The first extent of `s` past its limit, with its value, or a null extent.
 inline DigitCapsFusedRefusal extent_beyond(const DigitCapsLayerShape &s, int64_t max_out_caps, int64_t max_out_dim,

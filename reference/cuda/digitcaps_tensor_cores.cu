@@ -79,9 +79,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "digitcaps_cuda.h"
 #include "cp_async.cuh"
 #include "device_limits.h"
+#include "digitcaps_cuda.h"
 #include "digitcaps_shared.cuh"
 #include "digitcaps_timeline.cuh"
 #include "pointer_alignment.h"
@@ -116,20 +116,19 @@ constexpr int kMaxOutCaps = 16, kMaxOutDim = 16, kMaxInDim = 16;
 // two shapes.
 constexpr int kLongStages = 3, kShortStages = 2;
 constexpr int64_t kShortChunkSteps = 16;
-constexpr int kRows = 16;   // batch rows a warp: the mma's M
+constexpr int kRows = 16;      // batch rows a warp: the mma's M
 constexpr int kThreads = 128;  // a block's threads: 4 warps, m_tiles / RT row warps x i_lanes (block_shape)
 
 struct Args {
     i64 B, I;
     int J, E, K;
-    int m_tiles, i_lanes;   // the block's row tiles (16 rows each) and i-lanes
-    i64 chunk;              // input capsules a block, a multiple of i_lanes
-    int slice;              // floats an i's slice: W [JM][EP][WS], b0 [B0F], u [m_tiles * 16][US] (Variant's)
-    bool dense;             // E = EP, K = KP, u and W 16-byte aligned: W[i] and u rows copied as 16-byte pieces
-                            // with no index arithmetic past a shift (else 4-byte pieces)
-    bool vector_out;        // dense, and partial 16-byte aligned: the partial sums written as 16-byte pieces
+    int m_tiles, i_lanes;  // the block's row tiles (16 rows each) and i-lanes
+    i64 chunk;             // input capsules a block, a multiple of i_lanes
+    int slice;             // floats an i's slice: W [JM][EP][WS], b0 [B0F], u [m_tiles * 16][US] (Variant's)
+    bool dense;            // E = EP, K = KP, u and W 16-byte aligned: W[i] and u rows copied as 16-byte pieces
+                           // with no index arithmetic past a shift (else 4-byte pieces)
+    bool vector_out;       // dense, and partial 16-byte aligned: the partial sums written as 16-byte pieces
 };
-
 
 // What a pass computes (pass_kernel's kMode):
 //   kFirstPass  the first iteration: sums of u times c[i, j] W[i, j] (c the
@@ -250,10 +249,10 @@ __device__ inline void with_lane_count(int i_lanes, Call call) {
 // backward's replay of the forward). In a kBackward pass v_sum is gs; a
 // kBackwardWithLogits pass reads both, gs from gs_rows (null in the others).
 template <typename V, int kMode, bool kStore, int RT, int S>
-__global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ u, const float *__restrict__ W,
-                                                      const float *__restrict__ b0, const float *__restrict__ v_sum,
-                                                      const float *__restrict__ gs_rows, float *__restrict__ partial,
-                                                      Args a, Coefficients co) {
+__global__ void __launch_bounds__(128, 2)
+    pass_kernel(const float *__restrict__ u, const float *__restrict__ W, const float *__restrict__ b0,
+                const float *__restrict__ v_sum, const float *__restrict__ gs_rows, float *__restrict__ partial, Args a,
+                Coefficients co) {
     constexpr bool kFirst = kMode == kFirstPass;
     constexpr bool kTwoTiles = kMode == kBackwardWithLogits;  // v_sum's rows and gs'
     constexpr bool kGradients = kMode == kBackward || kMode == kBackwardWithLogits;
@@ -391,7 +390,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                     }
                 }
                 if (b0 != nullptr) {
-                    for (int c = threadIdx.x; c < J; c += threads) __pipeline_memcpy_async(b0_dst + c, b0 + i * J + c, 4);
+                    for (int c = threadIdx.x; c < J; c += threads)
+                        __pipeline_memcpy_async(b0_dst + c, b0 + i * J + c, 4);
                 }
             }
         }
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         piece_in_batch |= uint32_t(m * kRows + r < rows) << p;
     }
     const float *v_rows = v_tile + (m * kRows + g) * VS + 2 * t;  // row g; row g + 8 is 8 * VS on
-    const float *gs_lane_rows = v_rows + tile_rows * VS;         // kTwoTiles: the same rows of gs_tile
+    const float *gs_lane_rows = v_rows + tile_rows * VS;          // kTwoTiles: the same rows of gs_tile
 
     // Steps 0 .. S - 2 in flight; at the top of step s the barrier
     // (after this thread's wait for step s's group) makes step s's slot
@@ -504,12 +504,12 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
         const i64 tile_at = ((b_first + m * kRows) * a.I + i_first + n) * J;
         // The pieces of `from`'s tile (zeros past the batch), loaded in
         // address order; then (tile_values) each lane's JH values of them.
-        auto load_pieces = [&](const float *__restrict__ from, float (&pieces)[kPieces]) {
+        auto load_pieces = [&](const float *__restrict__ from, float(&pieces)[kPieces]) {
             const float *tile = from + tile_at;
 #pragma unroll
             for (int p = 0; p < kPieces; p++) pieces[p] = piece_in_batch >> p & 1u ? tile[piece_offset[p]] : 0.0f;
         };
-        auto tile_values = [&](const float (&pieces)[kPieces], float (&half)[JH]) {
+        auto tile_values = [&](const float(&pieces)[kPieces], float(&half)[JH]) {
             __syncwarp();  // the tile's last reads are done
 #pragma unroll
             for (int p = 0; p < kPieces; p++) lane_tile[32 * p + lane] = pieces[p];
@@ -518,7 +518,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             for (int jj = 0; jj < JH; jj++) half[jj] = lane_tile[softmax_row * JM + j_first + jj];
         };
         // Stores each lane's JH values (j = j_first + jj of its row) into `to`.
-        auto store_coefficients = [&](const float (&half)[JH], float *__restrict__ to) {
+        auto store_coefficients = [&](const float(&half)[JH], float *__restrict__ to) {
             if (through_tile) {
                 __syncwarp();
 #pragma unroll
@@ -636,7 +636,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             // The lane's dots with the rows at `lane_rows` (v_rows or
             // gs_lane_rows) over every j, for row g + 8 * upper_row, summed
             // over lanes t and t ^ 2.
-            auto row_dots_with = [&](const float *lane_rows, float (&row_dots)[JM]) {
+            auto row_dots_with = [&](const float *lane_rows, float(&row_dots)[JM]) {
 #pragma unroll
                 for (int j = 0; j < JM; j++) {
                     float dot_lo = 0.0f, dot_hi = 0.0f;
@@ -653,13 +653,13 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
             };
             // The lane's row's dot at j = JH * upper_half + jj (the partner
             // lane's half added).
-            auto half_dot = [&](const float (&row_dots)[JM], int jj) {
+            auto half_dot = [&](const float(&row_dots)[JM], int jj) {
                 const float given = __shfl_xor_sync(0xffffffffu, upper_half ? row_dots[jj] : row_dots[jj + JH], 1);
                 return (upper_half ? row_dots[jj + JH] : row_dots[jj]) + given;
             };
             // Forward (and kBackwardWithLogits): base-2 logits, then c (stored
             // where asked for).
-            auto coefficients_of_logits = [&](float (&half_c)[JH]) {
+            auto coefficients_of_logits = [&](float(&half_c)[JH]) {
                 float row_dots[JM];
                 row_dots_with(v_rows, row_dots);
                 const float *b0_half = b0_s + (upper_half ? JH : 0);  // -inf past out_caps
@@ -770,7 +770,8 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
                     const int p = min(p_first + n * threads, pieces - 1);
                     const float *at = smem + (p / row_pieces) * VS + 4 * (p % row_pieces);
 #pragma unroll
-                    for (int qq = 0; qq < L; qq++) loaded[n][qq] = *reinterpret_cast<const float4 *>(at + qq * lane_floats);
+                    for (int qq = 0; qq < L; qq++)
+                        loaded[n][qq] = *reinterpret_cast<const float4 *>(at + qq * lane_floats);
                 }
 #pragma unroll
                 for (int n = 0; n < kBatch; n++) {
@@ -800,7 +801,7 @@ __global__ void __launch_bounds__(128, 2) pass_kernel(const float *__restrict__ 
 #ifdef HALCAPS_DIGITCAPS_TIMELINE
     __syncthreads();  // the block's end is its last thread's
 #endif
-    clock.publish(kFirst                 ? timeline::kFirstPassKernel
+    clock.publish(kFirst                ? timeline::kFirstPassKernel
                   : kMode == kAgreement ? timeline::kAgreementPassKernel
                                         : timeline::kOtherPassKernel,
                   0);
@@ -935,7 +936,8 @@ cudaError_t digitcaps_tensor_timeline(timeline::BlockRecord *records, unsigned c
     if (cudaError_t e = cudaMemcpyToSymbol(timeline::timeline_records, &records, sizeof(records)); e != cudaSuccess) {
         return e;
     }
-    if (cudaError_t e = cudaMemcpyToSymbol(timeline::timeline_capacity, &capacity, sizeof(capacity)); e != cudaSuccess) {
+    if (cudaError_t e = cudaMemcpyToSymbol(timeline::timeline_capacity, &capacity, sizeof(capacity));
+        e != cudaSuccess) {
         return e;
     }
     return cudaMemcpyToSymbol(timeline::timeline_used, &none, sizeof(none));
@@ -955,19 +957,21 @@ cudaError_t digitcaps_tensor_plan(const DigitCapsLayerShape &s, DigitCapsTensorP
     int per_sm = 0;
     if (cudaError_t err = device_limits(&device); err != cudaSuccess) return err;
     const int threads = tensor::kThreads;
-    if (cudaError_t err = tensor::with_variant(s, [&](auto variant) {
-            using V = decltype(variant);
-            const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
-            // The chunk (from this occupancy) decides the stage count, so the
-            // query takes the deeper one. Where the shallower would fit more
-            // blocks an SM, the chunks come out fewer and longer than they
-            // could be; at MNIST's variant both fit 2, the registers' limit.
-            constexpr int S = tensor::kLongStages;
-            const size_t smem = tensor::smem_bytes<V, S>(a);
-            auto kernel = tensor::pass_kernel<V, tensor::kAgreement, false, 1, S>;
-            if (cudaError_t e = allow_dynamic_smem(kernel, smem); e != cudaSuccess) return e;
-            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
-        });
+    if (cudaError_t err = tensor::with_variant(
+            s,
+            [&](auto variant) {
+                using V = decltype(variant);
+                const tensor::Args a = tensor::args_for<V>(s, plan->m_tiles, plan->i_lanes, plan->i_lanes, true);
+                // The chunk (from this occupancy) decides the stage count, so the
+                // query takes the deeper one. Where the shallower would fit more
+                // blocks an SM, the chunks come out fewer and longer than they
+                // could be; at MNIST's variant both fit 2, the registers' limit.
+                constexpr int S = tensor::kLongStages;
+                const size_t smem = tensor::smem_bytes<V, S>(a);
+                auto kernel = tensor::pass_kernel<V, tensor::kAgreement, false, 1, S>;
+                if (cudaError_t e = allow_dynamic_smem(kernel, smem); e != cudaSuccess) return e;
+                return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+            });
         err != cudaSuccess) {
         return err;
     }
@@ -999,17 +1003,16 @@ cudaError_t digitcaps_tensor(const float *u, const float *W, const float *b0, fl
     // tiles; a warp's 16 rows still lie I x J floats apart). Before the
     // tiles, 17.2 / 53.1 us (nvidia-h200-training-pair-with-c, run 1).
     int t = 0;  // the iteration of the pass launched
-    return digitcaps_shared::iterate(iterations, partial, v_sum, v, routing_s, rows, E, plan.chunks, stream,
-                                     [&](bool agreement) {
-                                         // With routing_c, the agreement pass of iteration t stores its c_t.
-                                         tensor::Coefficients co;
-                                         const bool storing = agreement && routing_c != nullptr;
-                                         if (storing) co.c_out = routing_c + t * s.batch * s.in_caps * s.out_caps;
-                                         t++;
-                                         return tensor::launch_pass(agreement ? tensor::kAgreement : tensor::kFirstPass,
-                                                                    storing, s, plan, u, W, b0, v_sum, nullptr, partial,
-                                                                    co, stream);
-                                     });
+    return digitcaps_shared::iterate(
+        iterations, partial, v_sum, v, routing_s, rows, E, plan.chunks, stream, [&](bool agreement) {
+            // With routing_c, the agreement pass of iteration t stores its c_t.
+            tensor::Coefficients co;
+            const bool storing = agreement && routing_c != nullptr;
+            if (storing) co.c_out = routing_c + t * s.batch * s.in_caps * s.out_caps;
+            t++;
+            return tensor::launch_pass(agreement ? tensor::kAgreement : tensor::kFirstPass, storing, s, plan, u, W, b0,
+                                       v_sum, nullptr, partial, co, stream);
+        });
 }
 
 cudaError_t digitcaps_tensor_pass(DigitCapsTensorPass pass, const float *u, const float *W, const float *b0,
@@ -1026,8 +1029,7 @@ cudaError_t digitcaps_tensor_pass(DigitCapsTensorPass pass, const float *u, cons
     if (u == nullptr || W == nullptr || partial == nullptr || (pass != DigitCapsTensorPass::first && rows == nullptr) ||
         (storing && co.c_out == nullptr) ||
         (pass == DigitCapsTensorPass::backward && (co.c_in == nullptr || co.G_out == nullptr)) ||
-        (with_logits && (gs_rows == nullptr || co.c_out == nullptr || co.G_out == nullptr)) ||
-        !tensor::runs(s, plan)) {
+        (with_logits && (gs_rows == nullptr || co.c_out == nullptr || co.G_out == nullptr)) || !tensor::runs(s, plan)) {
         return cudaErrorInvalidValue;
     }
     const tensor::PassMode mode = pass == DigitCapsTensorPass::first      ? tensor::kFirstPass

@@ -109,10 +109,10 @@ CublasResult predict_backward_cublas(cublasHandle_t handle, const float *g, cons
         //   C (K x B, ldc = I*K)  : grad_u[:, i, :] at grad_u + i*K
         //   A (K x JE, lda = K)   : W[i] ([JE, K] row-major), op_N
         //   B (JE x B, ldb = I*JE): g[:, i, :] at g + i*JE, op_N
-        r.blas = cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(K),
-                                           static_cast<int>(B), static_cast<int>(JE), &alpha, W, static_cast<int>(K),
-                                           JE * K, g, static_cast<int>(I * JE), JE, &beta, grad_u,
-                                           static_cast<int>(I * K), K, static_cast<int>(I));
+        r.blas = cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(K), static_cast<int>(B),
+                                           static_cast<int>(JE), &alpha, W, static_cast<int>(K), JE * K, g,
+                                           static_cast<int>(I * JE), JE, &beta, grad_u, static_cast<int>(I * K), K,
+                                           static_cast<int>(I));
         if (r.blas != CUBLAS_STATUS_SUCCESS) return r;
     }
     if (grad_W) {
@@ -120,10 +120,10 @@ CublasResult predict_backward_cublas(cublasHandle_t handle, const float *g, cons
         //   C (K x JE, ldc = K)            : grad_W[i] ([JE, K] row-major)
         //   A (K x B, lda = I*K)           : u[:, i, :] at u + i*K, op_N
         //   B = op_T(JE x B, ldb = I*JE)   : g[:, i, :] transposed -> B x JE
-        r.blas = cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(K),
-                                           static_cast<int>(JE), static_cast<int>(B), &alpha, u,
-                                           static_cast<int>(I * K), K, g, static_cast<int>(I * JE), JE, &beta, grad_W,
-                                           static_cast<int>(K), JE * K, static_cast<int>(I));
+        r.blas = cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(K), static_cast<int>(JE),
+                                           static_cast<int>(B), &alpha, u, static_cast<int>(I * K), K, g,
+                                           static_cast<int>(I * JE), JE, &beta, grad_W, static_cast<int>(K), JE * K,
+                                           static_cast<int>(I));
     }
     return r;
 }

@@ -40,8 +40,7 @@ struct CublasResult {
 // laid out [I, B, J, E]; with `permute`, then u_hat = that permuted to
 // [B, I, J, E]. Without it u_hat is untouched (and may be null).
 CublasResult predict_forward_cublas(cublasHandle_t handle, const float *u, const float *W, float *u_hat,
-                                    float *scratch_ibje, const PredictShape &shape, cudaStream_t stream,
-                                    bool permute);
+                                    float *scratch_ibje, const PredictShape &shape, cudaStream_t stream, bool permute);
 
 // grad_u = einsum('bije,ijek->bik', g, W), then
 // grad_W = einsum('bije,bik->ijek', g, u); two SGEMM calls. Either output

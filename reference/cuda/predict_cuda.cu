@@ -13,9 +13,9 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "predict_tensor_cores.h"
 #include "device_limits.h"
 #include "pointer_alignment.h"
+#include "predict_tensor_cores.h"
 #include "smem_opt_in.h"
 
 namespace halcaps::cuda_reference {
@@ -60,8 +60,8 @@ cudaError_t blog_launch_config(i64 work_elements, BlogLaunch *config) {
     return cudaSuccess;
 }
 
-__global__ void blog_forward_kernel(const float *__restrict__ u, const float *__restrict__ W,
-                                    float *__restrict__ u_hat, i64 I, i64 J, i64 E, i64 K, i64 total) {
+__global__ void blog_forward_kernel(const float *__restrict__ u, const float *__restrict__ W, float *__restrict__ u_hat,
+                                    i64 I, i64 J, i64 E, i64 K, i64 total) {
     for (i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x; n < total; n += i64(blockDim.x) * gridDim.x) {
         // n = ((b*I + i)*J + j)*E + e
         const i64 e = n % E;
@@ -76,8 +76,8 @@ __global__ void blog_forward_kernel(const float *__restrict__ u, const float *__
     }
 }
 
-__global__ void blog_grad_u_kernel(const float *__restrict__ g, const float *__restrict__ W,
-                                   float *__restrict__ grad_u, i64 I, i64 JE, i64 K, i64 total) {
+__global__ void blog_grad_u_kernel(const float *__restrict__ g, const float *__restrict__ W, float *__restrict__ grad_u,
+                                   i64 I, i64 JE, i64 K, i64 total) {
     for (i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x; n < total; n += i64(blockDim.x) * gridDim.x) {
         // n = (b*I + i)*K + k
         const i64 k = n % K;
@@ -91,8 +91,8 @@ __global__ void blog_grad_u_kernel(const float *__restrict__ g, const float *__r
     }
 }
 
-__global__ void blog_grad_W_kernel(const float *__restrict__ g, const float *__restrict__ u,
-                                   float *__restrict__ grad_W, i64 B, i64 I, i64 JE, i64 K, i64 total) {
+__global__ void blog_grad_W_kernel(const float *__restrict__ g, const float *__restrict__ u, float *__restrict__ grad_W,
+                                   i64 B, i64 I, i64 JE, i64 K, i64 total) {
     for (i64 n = i64(blockIdx.x) * blockDim.x + threadIdx.x; n < total; n += i64(blockDim.x) * gridDim.x) {
         // n = (i*JE + je)*K + k
         const i64 k = n % K;
@@ -113,7 +113,7 @@ cudaError_t forward_v1(const float *u, const float *W, float *u_hat, const Predi
     cudaError_t err = blog_launch_config(total, &c);
     if (err != cudaSuccess) return err;
     blog_forward_kernel<<<c.blocks, c.threads, 0, stream>>>(u, W, u_hat, s.in_caps, s.out_caps, s.out_dim, s.in_dim,
-                                                             total);
+                                                            total);
     return cudaGetLastError();
 }
 
@@ -122,8 +122,8 @@ cudaError_t grad_u_v1(const float *g, const float *W, float *grad_u, const Predi
     BlogLaunch c;
     cudaError_t err = blog_launch_config(total, &c);
     if (err != cudaSuccess) return err;
-    blog_grad_u_kernel<<<c.blocks, c.threads, 0, stream>>>(g, W, grad_u, s.in_caps, s.out_caps * s.out_dim,
-                                                            s.in_dim, total);
+    blog_grad_u_kernel<<<c.blocks, c.threads, 0, stream>>>(g, W, grad_u, s.in_caps, s.out_caps * s.out_dim, s.in_dim,
+                                                           total);
     return cudaGetLastError();
 }
 
@@ -132,8 +132,8 @@ cudaError_t grad_W_v1(const float *g, const float *u, float *grad_W, const Predi
     BlogLaunch c;
     cudaError_t err = blog_launch_config(total, &c);
     if (err != cudaSuccess) return err;
-    blog_grad_W_kernel<<<c.blocks, c.threads, 0, stream>>>(g, u, grad_W, s.batch, s.in_caps,
-                                                            s.out_caps * s.out_dim, s.in_dim, total);
+    blog_grad_W_kernel<<<c.blocks, c.threads, 0, stream>>>(g, u, grad_W, s.batch, s.in_caps, s.out_caps * s.out_dim,
+                                                           s.in_dim, total);
     return cudaGetLastError();
 }
 
@@ -210,12 +210,13 @@ __device__ __forceinline__ void load_rows(float (&w)[V][KM], const float *__rest
 // Stages u[b0 + r, i, :] for r < nrows into u_s[r][KM] (zero padded), all
 // threads of the block cooperating; the caller synchronises around it.
 template <int KM>
-__device__ __forceinline__ void stage_u(float *__restrict__ u_s, const float *__restrict__ u, i64 b0, int nrows,
-                                        i64 I, i64 i, int K, bool vec) {
+__device__ __forceinline__ void stage_u(float *__restrict__ u_s, const float *__restrict__ u, i64 b0, int nrows, i64 I,
+                                        i64 i, int K, bool vec) {
     if (vec) {
         for (int n = threadIdx.x; n < nrows * (KM / 4); n += blockDim.x) {
             const int r = n / (KM / 4), q = n % (KM / 4);
-            reinterpret_cast<float4 *>(u_s)[n] = __ldg(reinterpret_cast<const float4 *>(u + ((b0 + r) * I + i) * KM) + q);
+            reinterpret_cast<float4 *>(u_s)[n] =
+                __ldg(reinterpret_cast<const float4 *>(u + ((b0 + r) * I + i) * KM) + q);
         }
     } else {
         for (int n = threadIdx.x; n < nrows * KM; n += blockDim.x) {
@@ -313,10 +314,9 @@ __device__ __forceinline__ void store_quad(float *dst, float4 s, int k0, int K, 
 constexpr int kForwardRows = 128;
 
 template <int KM, int V>
-__global__ void __launch_bounds__(kThreads) forward_v2_kernel(const float *__restrict__ u,
-                                                              const float *__restrict__ W,
-                                                              float *__restrict__ u_hat, i64 B, i64 I, int JE, int K,
-                                                              int BT, int TX, int TY, bool w_vec, bool u_vec) {
+__global__ void __launch_bounds__(kThreads)
+    forward_v2_kernel(const float *__restrict__ u, const float *__restrict__ W, float *__restrict__ u_hat, i64 B, i64 I,
+                      int JE, int K, int BT, int TX, int TY, bool w_vec, bool u_vec) {
     extern __shared__ float4 smem_f4[];
     float *u_s = reinterpret_cast<float *>(smem_f4);  // [BT][KM]
     const i64 i = blockIdx.x;
@@ -397,7 +397,8 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
         const int per_row = capsules * Q;
         for (int n = r_begin * per_row + threadIdx.x; n < r_end * per_row; n += blockDim.x) {
             const int r = n / per_row, rest = n % per_row;
-            const float4 *src = reinterpret_cast<const float4 *>(u + (i64(y) + i64(r) * Y) * I * K + i64(i0) * K) + rest;
+            const float4 *src =
+                reinterpret_cast<const float4 *>(u + (i64(y) + i64(r) * Y) * I * K + i64(i0) * K) + rest;
             __pipeline_memcpy_async(u_stage + r * N * Q + rest, src, sizeof(float4));
         }
         __pipeline_commit();
@@ -615,13 +616,13 @@ constexpr int kWarps = kThreads / 32;
 struct TiledArgs {
     i64 B, I;
     int JE, K;
-    int JC;        // columns per chunk (a multiple of VEC)
-    int LDG;       // row stride of a staged g tile, in floats
-    int TXW, TYW;  // grad_W layout: column groups x row-threads
-    int nchunks;   // ceil(JE / JC)
-    int tiles;     // tiles per (item, chunk)
-    i64 groups;    // items per input capsule (tile groups)
-    i64 items;     // I * groups
+    int JC;                             // columns per chunk (a multiple of VEC)
+    int LDG;                            // row stride of a staged g tile, in floats
+    int TXW, TYW;                       // grad_W layout: column groups x row-threads
+    int nchunks;                        // ceil(JE / JC)
+    int tiles;                          // tiles per (item, chunk)
+    i64 groups;                         // items per input capsule (tile groups)
+    i64 items;                          // I * groups
     bool w_vec, u_vec, gW_vec, gu_vec;  // K == KM and the pointer 16-byte aligned
 };
 
@@ -665,11 +666,9 @@ struct Cursor {
 };
 
 template <int KM, int VEC, bool GW>
-__global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float *__restrict__ g,
-                                                                     const float *__restrict__ u,
-                                                                     const float *__restrict__ W,
-                                                                     float *__restrict__ grad_u,
-                                                                     float *__restrict__ grad_W, TiledArgs a) {
+__global__ void __launch_bounds__(kThreads, 2)
+    backward_tiled_kernel(const float *__restrict__ g, const float *__restrict__ u, const float *__restrict__ W,
+                          float *__restrict__ grad_u, float *__restrict__ grad_W, TiledArgs a) {
     using Smem = TiledSmem<KM, GW>;
     constexpr int Q = KM / 4, RT = kTileRows, NS = kTileStages;
     constexpr int VW = grad_w_vec<KM, VEC>();
@@ -735,8 +734,10 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
                 } else {
                     for (int e = t; e < w.nrows * KM; e += kThreads) {
                         const int r = e / KM, k = e % KM;
-                        if (k < K) __pipeline_memcpy_async(us + e, u + ((w.tb + r) * I + w.i) * K + k, 4);
-                        else us[e] = 0.0f;
+                        if (k < K)
+                            __pipeline_memcpy_async(us + e, u + ((w.tb + r) * I + w.i) * K + k, 4);
+                        else
+                            us[e] = 0.0f;
                     }
                 }
             }
@@ -748,8 +749,10 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tiled_kernel(const float
                 } else {
                     for (int e = t; e < w.jc * KM; e += kThreads) {
                         const int je = e / KM, k = e % KM;
-                        if (k < K) __pipeline_memcpy_async(ws + e, W + (w.i * JE + w.c0 + je) * K + k, 4);
-                        else ws[e] = 0.0f;
+                        if (k < K)
+                            __pipeline_memcpy_async(ws + e, W + (w.i * JE + w.c0 + je) * K + k, 4);
+                        else
+                            ws[e] = 0.0f;
                     }
                 }
             }
@@ -890,13 +893,14 @@ cudaError_t launch_forward_v2(const float *u, const float *W, float *u_hat, cons
 template <int KM>
 cudaError_t forward_v2_km(const float *u, const float *W, float *u_hat, const PredictShape &s, cudaStream_t stream) {
     switch (pick_v(s.out_caps * s.out_dim, KM, 16, {u_hat})) {
-        case 4:
-            if constexpr (4 * KM <= 16) return launch_forward_v2<KM, 4>(u, W, u_hat, s, stream);
-            [[fallthrough]];
-        case 2:
-            if constexpr (2 * KM <= 16) return launch_forward_v2<KM, 2>(u, W, u_hat, s, stream);
-            [[fallthrough]];
-        default: return launch_forward_v2<KM, 1>(u, W, u_hat, s, stream);
+    case 4:
+        if constexpr (4 * KM <= 16) return launch_forward_v2<KM, 4>(u, W, u_hat, s, stream);
+        [[fallthrough]];
+    case 2:
+        if constexpr (2 * KM <= 16) return launch_forward_v2<KM, 2>(u, W, u_hat, s, stream);
+        [[fallthrough]];
+    default:
+        return launch_forward_v2<KM, 1>(u, W, u_hat, s, stream);
     }
 }
 
@@ -927,7 +931,7 @@ bool plan_staged(const PredictShape &s, StagedPlan *plan) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(N * per_capsule), 0) != cudaSuccess)
         return false;
     i64 Y = std::max<i64>(1, i64(per_sm) * d.sms / groups);  // one wave
-    Y = std::max(Y, (s.batch + max_rows - 1) / max_rows);   // the row tile fits in shared memory
+    Y = std::max(Y, (s.batch + max_rows - 1) / max_rows);    // the row tile fits in shared memory
     Y = std::min(Y, s.batch);
     if (Y > 65535) return false;
     plan->kernel = reinterpret_cast<const void *>(kernel);
@@ -946,10 +950,14 @@ bool pick_staged(const PredictShape &s, const float *u, const float *W, const fl
     const i64 JE = s.out_caps * s.out_dim;
     const bool v4 = JE % 4 == 0 && aligned16(u_hat), v2 = JE % 2 == 0 && aligned_to(u_hat, 8);
     switch (s.in_dim) {
-        case 4: return (v4 && plan_staged<4, 4>(s, plan)) || (v2 && plan_staged<4, 2>(s, plan));
-        case 8: return (v4 && plan_staged<8, 4>(s, plan)) || (v2 && plan_staged<8, 2>(s, plan));
-        case 16: return v2 && plan_staged<16, 2>(s, plan);
-        default: return false;
+    case 4:
+        return (v4 && plan_staged<4, 4>(s, plan)) || (v2 && plan_staged<4, 2>(s, plan));
+    case 8:
+        return (v4 && plan_staged<8, 4>(s, plan)) || (v2 && plan_staged<8, 2>(s, plan));
+    case 16:
+        return v2 && plan_staged<16, 2>(s, plan);
+    default:
+        return false;
     }
 }
 
@@ -990,13 +998,14 @@ cudaError_t launch_grad_W_v2(const float *g, const float *u, float *grad_W, cons
 template <int KM>
 cudaError_t grad_W_v2_km(const float *g, const float *u, float *grad_W, const PredictShape &s, cudaStream_t stream) {
     switch (pick_v(s.out_caps * s.out_dim, KM, 32, {g})) {
-        case 4:
-            if constexpr (4 * KM <= 32) return launch_grad_W_v2<KM, 4>(g, u, grad_W, s, stream);
-            [[fallthrough]];
-        case 2:
-            if constexpr (2 * KM <= 32) return launch_grad_W_v2<KM, 2>(g, u, grad_W, s, stream);
-            [[fallthrough]];
-        default: return launch_grad_W_v2<KM, 1>(g, u, grad_W, s, stream);
+    case 4:
+        if constexpr (4 * KM <= 32) return launch_grad_W_v2<KM, 4>(g, u, grad_W, s, stream);
+        [[fallthrough]];
+    case 2:
+        if constexpr (2 * KM <= 32) return launch_grad_W_v2<KM, 2>(g, u, grad_W, s, stream);
+        [[fallthrough]];
+    default:
+        return launch_grad_W_v2<KM, 1>(g, u, grad_W, s, stream);
     }
 }
 
@@ -1015,8 +1024,10 @@ cudaError_t launch_tiled(const float *g, const float *u, const float *W, float *
     a.JC = static_cast<int>(std::min<i64>(JE, std::min(256, 2048 / KM)));
     // Row stride of a staged tile: odd in 16-byte units for VEC = 4 (odd in
     // floats for VEC = 1) so the 32 rows read by a warp hit distinct banks.
-    if (VEC == 4) a.LDG = a.JC + ((a.JC / 4) % 2 == 0 ? 4 : 8);
-    else a.LDG = a.JC % 2 == 0 ? a.JC + 1 : a.JC;
+    if (VEC == 4)
+        a.LDG = a.JC + ((a.JC / 4) % 2 == 0 ? 4 : 8);
+    else
+        a.LDG = a.JC % 2 == 0 ? a.JC + 1 : a.JC;
     a.TXW = a.JC / grad_w_vec<KM, VEC>();
     a.TYW = kThreads / a.TXW;
     a.nchunks = static_cast<int>((JE + a.JC - 1) / a.JC);
@@ -1058,9 +1069,12 @@ cudaError_t tiled_km(const float *g, const float *u, const float *W, float *grad
 template <typename F>
 cudaError_t with_km(i64 K, F f) {
     switch (padded_k(K)) {
-        case 4: return f(std::integral_constant<int, 4>());
-        case 8: return f(std::integral_constant<int, 8>());
-        default: return f(std::integral_constant<int, 16>());
+    case 4:
+        return f(std::integral_constant<int, 4>());
+    case 8:
+        return f(std::integral_constant<int, 8>());
+    default:
+        return f(std::integral_constant<int, 16>());
     }
 }
 
@@ -1111,9 +1125,8 @@ cudaError_t backward_v3(const float *g, const float *u, const float *W, float *g
                         const PredictShape &s, cudaStream_t stream) {
     if (!grad_u || !grad_W) return backward_v2(g, u, W, grad_u, grad_W, s, stream);
     if (!tuned_supported(s)) return backward_v1(g, u, W, grad_u, grad_W, s, stream);
-    return with_km(s.in_dim, [&](auto km) {
-        return tiled_km<decltype(km)::value, true>(g, u, W, grad_u, grad_W, s, stream);
-    });
+    return with_km(s.in_dim,
+                   [&](auto km) { return tiled_km<decltype(km)::value, true>(g, u, W, grad_u, grad_W, s, stream); });
 }
 
 cudaError_t backward_v4(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
@@ -1130,20 +1143,29 @@ int backward_version_count() { return 4; }
 
 const char *forward_version_name(int version) {
     switch (version) {
-        case 1: return "blog_naive";
-        case 2: return "tuned";
-        case 3: return "staged";
-        default: return nullptr;
+    case 1:
+        return "blog_naive";
+    case 2:
+        return "tuned";
+    case 3:
+        return "staged";
+    default:
+        return nullptr;
     }
 }
 
 const char *backward_version_name(int version) {
     switch (version) {
-        case 1: return "blog_naive";
-        case 2: return "tuned";
-        case 3: return "fused";
-        case 4: return "tensor";
-        default: return nullptr;
+    case 1:
+        return "blog_naive";
+    case 2:
+        return "tuned";
+    case 3:
+        return "fused";
+    case 4:
+        return "tensor";
+    default:
+        return nullptr;
     }
 }
 
@@ -1151,23 +1173,32 @@ cudaError_t predict_forward(int version, const float *u, const float *W, float *
                             cudaStream_t stream) {
     if (!valid_shape(shape) || !u || !W || !u_hat) return cudaErrorInvalidValue;
     switch (version) {
-        case 1: return forward_v1(u, W, u_hat, shape, stream);
-        case 2: return forward_v2(u, W, u_hat, shape, stream);
-        case 3: return forward_v3(u, W, u_hat, shape, stream);
-        default: return cudaErrorInvalidValue;
+    case 1:
+        return forward_v1(u, W, u_hat, shape, stream);
+    case 2:
+        return forward_v2(u, W, u_hat, shape, stream);
+    case 3:
+        return forward_v3(u, W, u_hat, shape, stream);
+    default:
+        return cudaErrorInvalidValue;
     }
 }
 
-cudaError_t predict_backward(int version, const float *g, const float *u, const float *W, float *grad_u,
-                             float *grad_W, const PredictShape &shape, cudaStream_t stream) {
+cudaError_t predict_backward(int version, const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                             const PredictShape &shape, cudaStream_t stream) {
     if (!valid_shape(shape) || !g || (!grad_u && !grad_W)) return cudaErrorInvalidValue;
     if ((grad_u && !W) || (grad_W && !u)) return cudaErrorInvalidValue;
     switch (version) {
-        case 1: return backward_v1(g, u, W, grad_u, grad_W, shape, stream);
-        case 2: return backward_v2(g, u, W, grad_u, grad_W, shape, stream);
-        case 3: return backward_v3(g, u, W, grad_u, grad_W, shape, stream);
-        case 4: return backward_v4(g, u, W, grad_u, grad_W, shape, stream);
-        default: return cudaErrorInvalidValue;
+    case 1:
+        return backward_v1(g, u, W, grad_u, grad_W, shape, stream);
+    case 2:
+        return backward_v2(g, u, W, grad_u, grad_W, shape, stream);
+    case 3:
+        return backward_v3(g, u, W, grad_u, grad_W, shape, stream);
+    case 4:
+        return backward_v4(g, u, W, grad_u, grad_W, shape, stream);
+    default:
+        return cudaErrorInvalidValue;
     }
 }
 

@@ -57,7 +57,7 @@ cudaError_t predict_forward(int version, const float *u, const float *W, float *
 // other kernel, and versions 3 and 4 run version 2's kernel for the one
 // asked for.
 // g is always needed; W only for grad_u, u only for grad_W.
-cudaError_t predict_backward(int version, const float *g, const float *u, const float *W, float *grad_u,
-                             float *grad_W, const PredictShape &shape, cudaStream_t stream);
+cudaError_t predict_backward(int version, const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                             const PredictShape &shape, cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

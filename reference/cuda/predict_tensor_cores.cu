@@ -58,9 +58,9 @@
 #include <climits>
 #include <cstdint>
 
-#include "predict_tensor_cores.h"
 #include "cp_async.cuh"
 #include "pointer_alignment.h"
+#include "predict_tensor_cores.h"
 #include "tf32_mma.cuh"
 
 namespace halcaps::cuda_reference {
@@ -76,8 +76,8 @@ using tf32::split_a;
 using tf32::split_tf32;
 using tf32::SplitA;
 
-constexpr int kRows = 16;        // batch rows a tile: grad_u's M
-constexpr int kStages = 2;       // tiles staged a warp: the one read and one in flight
+constexpr int kRows = 16;   // batch rows a tile: grad_u's M
+constexpr int kStages = 2;  // tiles staged a warp: the one read and one in flight
 constexpr int kWarpsPerBlock = 2;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 
@@ -102,7 +102,7 @@ struct Args {
     i64 B, I;
     int JE, K;
     int nchunks, kslices;
-    i64 tiles, items;  // tiles a chunk (B / 16 rounded up); items = I * kslices
+    i64 tiles, items;   // tiles a chunk (B / 16 rounded up); items = I * kslices
     bool g_vec, u_vec;  // JE (K) a multiple of 4 and g (u) 16-byte aligned: 16-byte copies
 };
 
@@ -138,8 +138,8 @@ __device__ inline void copy_row(float *dst, const float *src, int valid, bool ve
 // k0..) of input capsule i into `stage`. Past B, JE or K the tile holds
 // zeros, so that every product there adds nothing.
 template <typename V>
-__device__ void copy_tile(const Args &a, const float *__restrict__ g, const float *__restrict__ u, float *stage,
-                          i64 i, i64 b0, int c0, int k0, int lane) {
+__device__ void copy_tile(const Args &a, const float *__restrict__ g, const float *__restrict__ u, float *stage, i64 i,
+                          i64 b0, int c0, int k0, int lane) {
     const int row = lane / 2, half = lane % 2;  // two lanes a row
     const bool row_ok = b0 + row < a.B;
     const i64 b = row_ok ? b0 + row : 0;
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
                     const i64 b = b0 + gr + 8 * h;
                     if (b < a.B) {
                         float *row = grad_u + (b * a.I + i) * a.K;
-                        store_or_add(row + k, sum_u[0][nt][2 * h] + sum_u[1][nt][2 * h], k < a.K, c > 0);
+                        store_or_add(row + k, sum_u[0][nt][2 * h] + sum_u[1][nt][2 * h], k<a.K, c> 0);
                         store_or_add(row + k + 1, sum_u[0][nt][2 * h + 1] + sum_u[1][nt][2 * h + 1], k + 1 < a.K,
                                      c > 0);
                     }
@@ -291,8 +291,8 @@ __global__ void __launch_bounds__(kThreads, V::BLOCKS_PER_SM)
 }
 
 template <typename V>
-cudaError_t launch(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
-                   const PredictShape &s, cudaStream_t stream) {
+cudaError_t launch(const float *g, const float *u, const float *W, float *grad_u, float *grad_W, const PredictShape &s,
+                   cudaStream_t stream) {
     Args a{};
     a.B = s.batch;
     a.I = s.in_caps;
@@ -308,8 +308,8 @@ cudaError_t launch(const float *g, const float *u, const float *W, float *grad_u
     if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
     auto kernel = backward_kernel<V>;
     // Five blocks' stages (225 KB at MNIST) fit an SM only with the largest carveout.
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           cudaSharedmemCarveoutMaxShared);
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err != cudaSuccess) return err;
     kernel<<<unsigned(blocks), kThreads, V::SMEM, stream>>>(g, u, W, grad_u, grad_W, a);
     return cudaGetLastError();
@@ -322,8 +322,8 @@ bool predict_backward_tensor_cores_supported(const PredictShape &s) {
     return s.out_caps * s.out_dim <= (int64_t(1) << 30) && s.in_dim <= (int64_t(1) << 30) && s.in_caps <= INT_MAX;
 }
 
-cudaError_t predict_backward_tensor_cores(const float *g, const float *u, const float *W, float *grad_u,
-                                          float *grad_W, const PredictShape &s, cudaStream_t stream) {
+cudaError_t predict_backward_tensor_cores(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                                          const PredictShape &s, cudaStream_t stream) {
     if (s.in_dim <= 8) return tensor_backward::launch<tensor_backward::NarrowK>(g, u, W, grad_u, grad_W, s, stream);
     return tensor_backward::launch<tensor_backward::WideK>(g, u, W, grad_u, grad_W, s, stream);
 }

@@ -15,7 +15,7 @@ bool predict_backward_tensor_cores_supported(const PredictShape &shape);
 
 // grad_u and grad_W (both non-null) from g; device pointers, enqueued on
 // `stream`, cudaGetLastError() returned.
-cudaError_t predict_backward_tensor_cores(const float *g, const float *u, const float *W, float *grad_u,
-                                          float *grad_W, const PredictShape &shape, cudaStream_t stream);
+cudaError_t predict_backward_tensor_cores(const float *g, const float *u, const float *W, float *grad_u, float *grad_W,
+                                          const PredictShape &shape, cudaStream_t stream);
 
 }  // namespace halcaps::cuda_reference

@@ -43,8 +43,8 @@ void ArgumentChecks::tensor(const char *arg, const TensorView &t, const std::vec
     }
     if (t.shape.size() != dims.size()) {
         return fail(StatusCode::bad_rank, name + " must have rank " + std::to_string(dims.size()) + " " +
-                                              dims_string(dims) + ", got rank " + std::to_string(t.shape.size()) +
-                                              " " + shape_string(t.shape));
+                                              dims_string(dims) + ", got rank " + std::to_string(t.shape.size()) + " " +
+                                              shape_string(t.shape));
     }
     // Halide indexes with 32-bit integers, so every element must be addressable with one.
     int64_t elements = 1;
@@ -54,8 +54,8 @@ void ArgumentChecks::tensor(const char *arg, const TensorView &t, const std::vec
                                                     std::to_string(t.shape[d]) + "; extents must be positive");
         }
         if (t.shape[d] > std::numeric_limits<int32_t>::max() / elements) {
-            return fail(StatusCode::bad_extent, name + " " + shape_string(t.shape) +
-                                                    " has more than 2^31-1 elements, which is not supported");
+            return fail(StatusCode::bad_extent,
+                        name + " " + shape_string(t.shape) + " has more than 2^31-1 elements, which is not supported");
         }
         elements *= t.shape[d];
     }
@@ -67,9 +67,9 @@ void ArgumentChecks::tensor(const char *arg, const TensorView &t, const std::vec
             stride *= t.shape[d];
         }
         if (t.strides != dense) {
-            return fail(StatusCode::unsupported_strides,
-                        name + " has strides " + shape_string(t.strides) +
-                            "; only dense row-major tensors are supported (strides " + shape_string(dense) + ")");
+            return fail(StatusCode::unsupported_strides, name + " has strides " + shape_string(t.strides) +
+                                                             "; only dense row-major tensors are supported (strides " +
+                                                             shape_string(dense) + ")");
         }
     }
     for (size_t d = 0; d < dims.size(); d++) {
@@ -78,10 +78,10 @@ void ArgumentChecks::tensor(const char *arg, const TensorView &t, const std::vec
             extents_[dims[d]] = t.shape[d];
             extent_source_[dims[d]] = name;
         } else if (found->second != t.shape[d]) {
-            return fail(StatusCode::extent_mismatch,
-                        name + " extent " + std::to_string(d) + " (" + dims[d] + ") is " + std::to_string(t.shape[d]) +
-                            " but " + extent_source_[dims[d]] + " has " + dims[d] + " = " +
-                            std::to_string(found->second));
+            return fail(StatusCode::extent_mismatch, name + " extent " + std::to_string(d) + " (" + dims[d] + ") is " +
+                                                         std::to_string(t.shape[d]) + " but " +
+                                                         extent_source_[dims[d]] + " has " + dims[d] + " = " +
+                                                         std::to_string(found->second));
         }
     }
     spaces_.emplace_back(name, t.space);

@@ -41,8 +41,9 @@ Status check_conv(const char *op, const ArgumentChecks &checks, const ConvParams
     if (params.stride > kMaxStrideOrPad || params.pad > kMaxStrideOrPad) {
         const bool stride = params.stride > kMaxStrideOrPad;
         return fail(op, StatusCode::bad_parameter,
-                    std::string(stride ? "stride" : "pad") + " is " + std::to_string(stride ? params.stride : params.pad) +
-                        "; the kernels take at most " + std::to_string(kMaxStrideOrPad));
+                    std::string(stride ? "stride" : "pad") + " is " +
+                        std::to_string(stride ? params.stride : params.pad) + "; the kernels take at most " +
+                        std::to_string(kMaxStrideOrPad));
     }
     for (const char *dim : {"pose_row", "pose_col"}) {
         if (checks.extent(dim) != 4) {

@@ -50,8 +50,8 @@ void add_forward(ImplementationTable<CapsConvCall> &table, const std::string &na
         const std::string schedule = name.substr(prefix.size());
         const HalideKernelEntry *kernel = find_halide_kernel(std::string("capsconv_") + form, schedule, device);
         if (kernel == nullptr) return;
-        row.description = "Halide schedule '" + schedule + "' of the Winograd form " + form +
-                          " (3x3 filters, stride 1 only)";
+        row.description =
+            "Halide schedule '" + schedule + "' of the Winograd form " + form + " (3x3 filters, stride 1 only)";
         row.check = winograd_check;
         row.run = [kernel](const CapsConvCall &c) {
             return run_halide(c.op, kernel->function, c.device, *c.options, {*c.input, *c.filter}, {*c.output},
@@ -95,9 +95,8 @@ const ImplementationTable<CapsConvCall> &capsconv_implementations() {
             // F(4x4, 3x3): the layer in 207 us against tuned_co4's 698 and cuDNN's 324 with its
             // permutes (docs/history.md: nvidia-h200-winograd/); relative L2 error 1.6e-6
             // against the direct sum's 6e-7 there, within the same tolerance.
-            add_forward(t, "winograd4x4_staged", d, "3x3 filters at stride 1", [](const CapsConvCall &c) {
-                return winograd_check(c).ok();
-            });
+            add_forward(t, "winograd4x4_staged", d, "3x3 filters at stride 1",
+                        [](const CapsConvCall &c) { return winograd_check(c).ok(); });
             // The seed problem in 28.3 us against tuned's 40.3, the stride-2 layer in 109.8 against
             // tuned_co4's 181.9 (docs/history.md: nvidia-h200-staged-rows/capsconv.txt); its staged
             // tiles grow with stride and filter: past a launch's 48 KB it refuses the shape

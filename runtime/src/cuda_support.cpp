@@ -49,8 +49,8 @@ Status current_or_primary_context(void **context) {
     // No context yet on this thread: let the CUDA runtime make its primary
     // context current, as any cudaMalloc by the caller would.
     if (cudaError_t err = cudaFree(nullptr); err != cudaSuccess) {
-        return {StatusCode::cuda_error, std::string("initialising the CUDA primary context failed: ") +
-                                            cudaGetErrorString(err)};
+        return {StatusCode::cuda_error,
+                std::string("initialising the CUDA primary context failed: ") + cudaGetErrorString(err)};
     }
     if (get_current(&current) != CUDA_SUCCESS || current == nullptr) {
         return {StatusCode::cuda_error, "no CUDA context is current after initialising the primary context"};

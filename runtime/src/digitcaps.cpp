@@ -41,9 +41,9 @@ Status check_iterations(const char *op, int iterations) {
                 std::string(op) + ": iterations is " + std::to_string(iterations) + "; it must be at least 1"};
     }
     if (iterations > kMaxRoutingIterations) {
-        return {StatusCode::unsupported_iterations,
-                std::string(op) + ": iterations is " + std::to_string(iterations) + "; at most " +
-                    std::to_string(kMaxRoutingIterations) + " are supported (kMaxRoutingIterations)"};
+        return {StatusCode::unsupported_iterations, std::string(op) + ": iterations is " + std::to_string(iterations) +
+                                                        "; at most " + std::to_string(kMaxRoutingIterations) +
+                                                        " are supported (kMaxRoutingIterations)"};
     }
     return Status::success();
 }
@@ -70,8 +70,8 @@ public:
 
     // *used = `given` when the caller passed it, else a stand-in: zeros
     // (`zeroed`, for b0) or scratch (for a grad_b0 nobody reads).
-    Status given_or_stand_in(const char *op, Device device, const TensorView &given, int64_t in_caps,
-                             int64_t out_caps, bool zeroed, TensorView *used) {
+    Status given_or_stand_in(const char *op, Device device, const TensorView &given, int64_t in_caps, int64_t out_caps,
+                             bool zeroed, TensorView *used) {
         if (!is_absent(given)) {
             *used = given;
             return Status::success();
@@ -235,8 +235,9 @@ Status run_step_route_backward(const char *op, const TensorView &u_hat, const Te
         TensorView g_t = host_tensor(g.data(), {x.B, x.I, x.J});
         Status st;
         if (t == iterations - 1) {
-            st = detail::run_halide(op, k.backward_last->function, Device::cpu, options, {u_hat, logits_t, s_t, grad_v},
-                                    {g_t, grad_u_hat}, {}, {"u_hat", "logits", "s", "grad_v", "g_logits", "grad_u_hat"});
+            st =
+                detail::run_halide(op, k.backward_last->function, Device::cpu, options, {u_hat, logits_t, s_t, grad_v},
+                                   {g_t, grad_u_hat}, {}, {"u_hat", "logits", "s", "grad_v", "g_logits", "grad_u_hat"});
         } else {
             TensorView g_next_t = host_tensor(g_next.data(), {x.B, x.I, x.J});
             st = detail::run_halide(op, k.backward->function, Device::cpu, options,
@@ -415,8 +416,7 @@ Status route(const TensorView &u_hat, const TensorView &b0, const TensorView &v,
 }
 
 Status route_backward(const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
-                      const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations,
-                      const Options &options) {
+                      const TensorView &grad_u_hat, const TensorView &grad_b0, int iterations, const Options &options) {
     const char *op = "route_backward";
     ArgumentChecks checks(op);
     checks.tensor("u_hat", u_hat, {"batch", "in_caps", "out_caps", "out_dim"});
@@ -492,8 +492,8 @@ Status digitcaps_with_c(const TensorView &u, const TensorView &W, const TensorVi
 }
 
 Status digitcaps_backward(const TensorView &u, const TensorView &W, const TensorView &b0, const TensorView &grad_v,
-                          const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
-                          int iterations, const Options &options) {
+                          const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0, int iterations,
+                          const Options &options) {
     return run_digitcaps_backward("digitcaps_backward", u, W, b0, nullptr, nullptr, grad_v, grad_u, grad_W, grad_b0,
                                   iterations, options);
 }
@@ -510,8 +510,8 @@ Status digitcaps_backward_with_c(const TensorView &u, const TensorView &W, const
                                  const TensorView &routing_s, const TensorView &routing_c, const TensorView &grad_v,
                                  const TensorView &grad_u, const TensorView &grad_W, const TensorView &grad_b0,
                                  int iterations, const Options &options) {
-    return run_digitcaps_backward("digitcaps_backward_with_c", u, W, b0, &routing_s, &routing_c, grad_v, grad_u,
-                                  grad_W, grad_b0, iterations, options);
+    return run_digitcaps_backward("digitcaps_backward_with_c", u, W, b0, &routing_s, &routing_c, grad_v, grad_u, grad_W,
+                                  grad_b0, iterations, options);
 }
 
 }  // namespace halcaps

@@ -148,8 +148,8 @@ Status run_halide(const char *op, const HalideFunction &kernel, Device device, c
     install_error_handler();
     if (names.size() != inputs.size() + outputs.size()) {
         return {StatusCode::internal_error, std::string(op) + ": " + std::to_string(names.size()) +
-                                                " tensor names for " +
-                                                std::to_string(inputs.size() + outputs.size()) + " tensors"};
+                                                " tensor names for " + std::to_string(inputs.size() + outputs.size()) +
+                                                " tensors"};
     }
     for (size_t n = 0; n < names.size(); n++) {
         const TensorView &view = n < inputs.size() ? inputs[n] : outputs[n - inputs.size()];

@@ -16,7 +16,7 @@ namespace halcaps::detail {
 // Passed to every generated function as its `user_context`; Halide hands it
 // back to our error handler and to our CUDA context/stream overrides.
 struct CallContext {
-    std::string error_text;       // what Halide's error handler reported
+    std::string error_text;        // what Halide's error handler reported
     void *cuda_context = nullptr;  // CUcontext, resolved before the call
     void *cuda_stream = nullptr;   // CUstream
 };
@@ -43,10 +43,10 @@ bool on_16_byte_boundary(const TensorView &t);
 // given device, through its _argv entry point (halide_argv.h); a kernel whose
 // metadata disagrees with the tensors and scalars given (their counts, a
 // buffer's rank) is internal_error naming the kernel, before any work. For
-// CUDA, a tensor in device memory is wrapped, never copied; a host tensor is copied to the device (inputs) or back (outputs), and the
-// call is then synchronous. For OpenCL every tensor is a host one (the
-// argument checks refuse others), copied likewise. `scalars` are the kernel's leading int32 inputs.
-// `names` (inputs then outputs) name the tensors in error messages.
+// CUDA, a tensor in device memory is wrapped, never copied; a host tensor is copied to the device (inputs) or back
+// (outputs), and the call is then synchronous. For OpenCL every tensor is a host one (the argument checks refuse
+// others), copied likewise. `scalars` are the kernel's leading int32 inputs. `names` (inputs then outputs) name the
+// tensors in error messages.
 //
 // Halide's CUDA code generator turns a 4-float access at an index it can
 // prove is a multiple of 4 into one 16-byte load or store, assuming each
@@ -60,7 +60,6 @@ Status run_halide(const char *op, const HalideFunction &kernel, Device device, c
 
 // Turns a Halide error code and the handler's text into a Status (a device
 // error as cuda_error or opencl_error, by the device that ran).
-Status status_from_halide(const char *op, int error_code, const std::string &error_text,
-                          Device device = Device::cuda);
+Status status_from_halide(const char *op, int error_code, const std::string &error_text, Device device = Device::cuda);
 
 }  // namespace halcaps::detail

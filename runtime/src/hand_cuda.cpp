@@ -10,9 +10,9 @@
 
 #include "cuda_support.h"
 #include "hand_cuda_support.h"
+#include "reference/cuda/digitcaps_cuda.h"
 #include "reference/cuda/predict_cublas.h"
 #include "reference/cuda/predict_cuda.h"
-#include "reference/cuda/digitcaps_cuda.h"
 
 namespace halcaps::detail {
 
@@ -265,8 +265,8 @@ Status run_hand_cuda_digitcaps(const TensorView &u, const TensorView &W, const T
         if (Status s = optional_input(memory, b0, &b0_d); !s.ok()) return s;
         ref::DigitCapsFusedPlan fused_plan;
         ref::DigitCapsTensorPlan tensor_plan;
-        cudaError_t err = fused ? ref::digitcaps_fused_plan(layer, &fused_plan)
-                                : ref::digitcaps_tensor_plan(layer, &tensor_plan);
+        cudaError_t err =
+            fused ? ref::digitcaps_fused_plan(layer, &fused_plan) : ref::digitcaps_tensor_plan(layer, &tensor_plan);
         if (err != cudaSuccess) return cuda_status(op, "planning " + implementation, err);
         float *scratch = nullptr;
         if (Status s = memory.scratch(fused ? fused_plan.scratch_floats : tensor_plan.scratch_floats, &scratch);
@@ -340,11 +340,10 @@ Status run_hand_cuda_route_backward(const TensorView &u_hat, const TensorView &b
     const int64_t scratch_floats =
         passes ? plan.scratch_floats : ref::route_backward_naive_scratch_floats(shape, iterations);
     if (Status s = memory.scratch(scratch_floats, &scratch); !s.ok()) return s;
-    const cudaError_t err =
-        passes ? ref::route_backward_passes(u_hat_d, b0_d, grad_v_d, grad_u_hat_d, grad_b0_d, shape, iterations, plan,
-                                            scratch, stream)
-               : ref::route_backward_naive(u_hat_d, b0_d, grad_v_d, grad_u_hat_d, grad_b0_d, shape, iterations,
-                                           scratch, stream);
+    const cudaError_t err = passes ? ref::route_backward_passes(u_hat_d, b0_d, grad_v_d, grad_u_hat_d, grad_b0_d, shape,
+                                                                iterations, plan, scratch, stream)
+                                   : ref::route_backward_naive(u_hat_d, b0_d, grad_v_d, grad_u_hat_d, grad_b0_d, shape,
+                                                               iterations, scratch, stream);
     if (err != cudaSuccess) return cuda_status(op, "launching " + options.implementation, err);
     return memory.finish();
 }
@@ -442,8 +441,8 @@ Status run_hand_cuda_predict(const std::string &, const TensorView &, const Tens
                              const Options &) {
     return {StatusCode::device_unavailable, "predict: this build of halcaps has no CUDA support"};
 }
-Status run_hand_cuda_predict_backward(const std::string &, const TensorView &, const TensorView &,
-                                      const TensorView &, const TensorView &, const TensorView &, const Options &) {
+Status run_hand_cuda_predict_backward(const std::string &, const TensorView &, const TensorView &, const TensorView &,
+                                      const TensorView &, const TensorView &, const Options &) {
     return {StatusCode::device_unavailable, "predict_backward: this build of halcaps has no CUDA support"};
 }
 Status run_cublas_predict_gemm_only(const TensorView &, const TensorView &, float *, const Options &) {
@@ -460,10 +459,9 @@ Status run_hand_cuda_route_backward(const TensorView &, const TensorView &, cons
                                     const TensorView &, int, const Options &) {
     return {StatusCode::device_unavailable, "route_backward: this build of halcaps has no CUDA support"};
 }
-Status run_hand_cuda_digitcaps_backward(const TensorView &, const TensorView &, const TensorView &,
-                                        const TensorView *, const TensorView *, const TensorView &,
-                                        const TensorView &, const TensorView &, const TensorView &, int,
-                                        const Options &) {
+Status run_hand_cuda_digitcaps_backward(const TensorView &, const TensorView &, const TensorView &, const TensorView *,
+                                        const TensorView *, const TensorView &, const TensorView &, const TensorView &,
+                                        const TensorView &, int, const Options &) {
     return {StatusCode::device_unavailable, "digitcaps_backward: this build of halcaps has no CUDA support"};
 }
 

@@ -65,7 +65,8 @@ Status cublas_status(const std::string &op, const ref::CublasResult &result) {
 struct CudnnState {
     std::mutex mutex;
     std::map<void *, cudnnHandle_t> handles;
-    using ShapeKey = std::tuple<void *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+    using ShapeKey =
+        std::tuple<void *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
     std::map<ShapeKey, std::unique_ptr<ref::CudnnCapsConv>> plans;
     struct Workspace {
         void *data = nullptr;
@@ -91,8 +92,8 @@ Status cudnn_status(const std::string &op, const ref::CudnnResult &r) {
 // With the state's mutex held: the handle and plan for the current context
 // and this shape, created on first use (the plan's creation runs cuDNN's Find,
 // which synchronises), and the stream's workspace, grown if needed.
-Status cudnn_plan_locked(const std::string &op, const ref::CapsConvShape &s, cudaStream_t stream,
-                         cudnnHandle_t *handle, const ref::CudnnCapsConv **plan, void **workspace) {
+Status cudnn_plan_locked(const std::string &op, const ref::CapsConvShape &s, cudaStream_t stream, cudnnHandle_t *handle,
+                         const ref::CudnnCapsConv **plan, void **workspace) {
     CudnnState &state = cudnn_state();
     void *context = nullptr;
     if (Status st = resolve_cuda_context(Options{}, &context); !st.ok()) return st;
@@ -109,8 +110,8 @@ Status cudnn_plan_locked(const std::string &op, const ref::CapsConvShape &s, cud
     if (cudnnStatus_t st = cudnnSetStream(*handle, stream); st != CUDNN_STATUS_SUCCESS) {
         return {StatusCode::cuda_error, op + ": cudnnSetStream failed: " + cudnnGetErrorString(st)};
     }
-    const CudnnState::ShapeKey key{context,     s.batch,    s.height, s.width,  s.in_caps,
-                                   s.kernel_h,  s.kernel_w, s.out_caps, s.stride, s.pad};
+    const CudnnState::ShapeKey key{context,    s.batch,    s.height,   s.width,  s.in_caps,
+                                   s.kernel_h, s.kernel_w, s.out_caps, s.stride, s.pad};
     auto p = state.plans.find(key);
     if (p == state.plans.end()) {
         std::unique_ptr<ref::CudnnCapsConv> created;
@@ -148,11 +149,11 @@ void append_hand_cuda_capsconv_implementations(std::vector<HandCudaImplementatio
                        "hand-written CUDA (Vaidya), reference/cuda/capsconv_cuda.h version " + std::to_string(v)});
     }
 #if HALCAPS_WITH_CUDNN
-    out.push_back({kOp, "cudnn",
-                   "cuDNN convolution (FMA math, no TF32) after permutes to NCHW/KCRS, and back", Family::library});
+    out.push_back(
+        {kOp, "cudnn", "cuDNN convolution (FMA math, no TF32) after permutes to NCHW/KCRS, and back", Family::library});
 #endif
-    out.push_back({kOp, "im2col_cublas", "im2col kernel + one cuBLAS SGEMM (TF32 off), permutes when co > 1",
-                   Family::library});
+    out.push_back(
+        {kOp, "im2col_cublas", "im2col kernel + one cuBLAS SGEMM (TF32 off), permutes when co > 1", Family::library});
 }
 
 Status run_hand_cuda_capsconv(const std::string &implementation, const TensorView &input, const TensorView &filter,
@@ -198,7 +199,8 @@ Status run_hand_cuda_capsconv(const std::string &implementation, const TensorVie
 #endif
     } else {
         const int version = hand_version(implementation);
-        if (cudaError_t err = ref::capsconv_forward(version, in_d, filter_d, out_d, shape, stream); err != cudaSuccess) {
+        if (cudaError_t err = ref::capsconv_forward(version, in_d, filter_d, out_d, shape, stream);
+            err != cudaSuccess) {
             return cuda_status(op, "launching " + implementation, err);
         }
     }
@@ -217,9 +219,9 @@ Status hand_cuda_capsconv_extra_memory(const std::string &implementation, const 
         const ref::Im2colSizes z = ref::capsconv_im2col_sizes(shape);
         *bytes = z.total() * int64_t(sizeof(float));
         *note = "im2col buffer " + std::to_string(z.columns * sizeof(float)) + " B" +
-                (z.filter ? " + permuted filter and product " +
-                                std::to_string((z.filter + z.product) * sizeof(float)) + " B"
-                          : std::string());
+                (z.filter
+                     ? " + permuted filter and product " + std::to_string((z.filter + z.product) * sizeof(float)) + " B"
+                     : std::string());
         return Status::success();
     }
 #if HALCAPS_WITH_CUDNN
@@ -280,14 +282,14 @@ Status run_hand_cuda_capsconv(const std::string &, const TensorView &, const Ten
                               const ConvParams &, const Options &) {
     return {StatusCode::device_unavailable, "capsconv: this build of halcaps has no CUDA support"};
 }
-Status hand_cuda_capsconv_extra_memory(const std::string &, const TensorView &, const TensorView &,
-                                       const ConvParams &, const Options &, int64_t *bytes, std::string *note) {
+Status hand_cuda_capsconv_extra_memory(const std::string &, const TensorView &, const TensorView &, const ConvParams &,
+                                       const Options &, int64_t *bytes, std::string *note) {
     *bytes = 0;
     note->clear();
     return Status::success();
 }
-Status run_cudnn_capsconv_core(const TensorView &, const TensorView &, const ConvParams &, const float *,
-                               const float *, float *, const Options &) {
+Status run_cudnn_capsconv_core(const TensorView &, const TensorView &, const ConvParams &, const float *, const float *,
+                               float *, const Options &) {
     return {StatusCode::device_unavailable, "capsconv: this build of halcaps has no CUDA support"};
 }
 

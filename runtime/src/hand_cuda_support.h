@@ -41,8 +41,8 @@ public:
         float *copy = nullptr;
         if (Status s = allocate(view.element_count(), &copy); !s.ok()) return s;
         any_host_ = true;
-        if (cudaError_t err = cudaMemcpyAsync(copy, view.data, bytes(view.element_count()), cudaMemcpyHostToDevice,
-                                              stream_);
+        if (cudaError_t err =
+                cudaMemcpyAsync(copy, view.data, bytes(view.element_count()), cudaMemcpyHostToDevice, stream_);
             err != cudaSuccess) {
             return cuda_status(op_, "copying an input to the device", err);
         }

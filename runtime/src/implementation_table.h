@@ -131,8 +131,8 @@ template <typename Call>
 void append_infos(const char *op, const ImplementationTable<Call> &table, std::vector<ImplementationInfo> &out) {
     int rank[4] = {0, 0, 0, 0};  // per Device
     for (const auto &row : table) {
-        ImplementationInfo info{op, row.name, row.device, row.description, row.iterations, 0, row.default_when,
-                                family_name(row.family)};
+        ImplementationInfo info{
+            op, row.name, row.device, row.description, row.iterations, 0, row.default_when, family_name(row.family)};
         if (!row.default_when.empty()) info.default_rank = ++rank[static_cast<int>(row.device)];
         out.push_back(info);
     }

@@ -34,8 +34,7 @@ struct RoutingCall : CallSite {
     const TensorView *s = nullptr;  // squash's input (v its output)
     const TensorView *u_hat = nullptr, *u = nullptr, *W = nullptr, *b0 = nullptr, *v = nullptr;
     const TensorView *routing_s = nullptr, *routing_c = nullptr;
-    const TensorView *grad_v = nullptr, *grad_u_hat = nullptr, *grad_u = nullptr, *grad_W = nullptr,
-                     *grad_b0 = nullptr;
+    const TensorView *grad_v = nullptr, *grad_u_hat = nullptr, *grad_u = nullptr, *grad_W = nullptr, *grad_b0 = nullptr;
     bool backward() const { return grad_v != nullptr; }
 };
 // The table of a routing op ("squash", "route", ..., "digitcaps_backward_with_c").
@@ -51,7 +50,7 @@ Status run_routing_hand_cuda(const RoutingCall &call, const std::string &impleme
 
 // ---- the capsule convolution (capsconv_implementations.cpp)
 struct CapsConvCall : CallSite {
-    const TensorView *input = nullptr, *filter = nullptr, *output = nullptr;  // the forward
+    const TensorView *input = nullptr, *filter = nullptr, *output = nullptr;                 // the forward
     const TensorView *grad_output = nullptr, *grad_input = nullptr, *grad_filter = nullptr;  // the backward
     ConvParams params;
     int64_t kernel_h = 0, kernel_w = 0, out_caps = 0;

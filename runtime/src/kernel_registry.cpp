@@ -15,7 +15,8 @@ const HalideKernelEntry *find_halide_kernel(const std::string &generator, const 
 std::string halide_schedule_names(const std::string &generator, Device device) {
     std::string names;
     for (const auto &k : halide_kernels()) {
-        if (generator == k.generator && device == k.device) names += (names.empty() ? "" : ", ") + std::string(k.schedule);
+        if (generator == k.generator && device == k.device)
+            names += (names.empty() ? "" : ", ") + std::string(k.schedule);
     }
     return names.empty() ? "(none built)" : names;
 }

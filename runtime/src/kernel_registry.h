@@ -11,10 +11,10 @@
 namespace halcaps::detail {
 
 struct HalideKernelEntry {
-    const char *generator;  // e.g. "predict"
-    const char *schedule;   // e.g. "tuned"
-    Device device;          // cpu, cuda or opencl
-    int iterations;         // routing generators: the unrolled iteration count; 0 otherwise
+    const char *generator;    // e.g. "predict"
+    const char *schedule;     // e.g. "tuned"
+    Device device;            // cpu, cuda or opencl
+    int iterations;           // routing generators: the unrolled iteration count; 0 otherwise
     HalideFunction function;  // its _argv entry point and _metadata
 };
 

@@ -35,8 +35,8 @@ Function symbol(const char *name) {
 }
 
 std::string text_info(cl_platform_id platform) {
-    static const auto get = symbol<cl_int (*)(cl_platform_id, cl_platform_info, size_t, void *, size_t *)>(
-        "clGetPlatformInfo");
+    static const auto get =
+        symbol<cl_int (*)(cl_platform_id, cl_platform_info, size_t, void *, size_t *)>("clGetPlatformInfo");
     char name[256] = {};
     if (get == nullptr || get(platform, CL_PLATFORM_NAME, sizeof(name) - 1, name, nullptr) != CL_SUCCESS) return "";
     return name;
@@ -84,8 +84,9 @@ OpenCLDevice open_device() {
         symbol<cl_context (*)(const cl_context_properties *, cl_uint, const cl_device_id *,
                               void(CL_CALLBACK *)(const char *, const void *, size_t, void *), void *, cl_int *)>(
             "clCreateContext");
-    const auto create_queue = symbol<cl_command_queue (*)(cl_context, cl_device_id, cl_command_queue_properties,
-                                                          cl_int *)>("clCreateCommandQueue");
+    const auto create_queue =
+        symbol<cl_command_queue (*)(cl_context, cl_device_id, cl_command_queue_properties, cl_int *)>(
+            "clCreateCommandQueue");
     if (!get_platforms || !get_devices || !create_context || !create_queue) {
         d.problem = "the OpenCL library lacks the OpenCL 1.2 entry points";
         return d;

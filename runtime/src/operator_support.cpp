@@ -16,7 +16,8 @@ Status check_device_ready(const char *op, Device device) {
                 std::string(op) + ": device cuda was asked for, but this build of halcaps has no CUDA support"};
     }
     if (!cuda_device_available()) {
-        return {StatusCode::device_unavailable, std::string(op) + ": device cuda was asked for, but no CUDA device is present"};
+        return {StatusCode::device_unavailable,
+                std::string(op) + ": device cuda was asked for, but no CUDA device is present"};
     }
     // Halide's cache of device allocations (off by default in Halide) is
     // turned on for the whole process: pipelines with device intermediates

@@ -158,8 +158,10 @@ const ImplementationTable<PredictCall> &predict_implementations() {
                         capsule_runs_fits);
             // MNIST b128 36.5 / 36.7 us against batch_walk's 38.1 / 38.0 (seeds 823, 824,
             // docs/history.md: nvidia-h200-batch-rows/run2); out_caps 32 96.7 against 108.3.
-            add_forward(t, "batch_rows", d, "out_dim 16, in_dim 8, batch a multiple of 128, out_caps 8 to 32, "
-                        "u_hat 8-byte aligned", batch_rows_fits);
+            add_forward(t, "batch_rows", d,
+                        "out_dim 16, in_dim 8, batch a multiple of 128, out_caps 8 to 32, "
+                        "u_hat 8-byte aligned",
+                        batch_rows_fits);
             // MNIST b128 38.0 us against batch_vectors' 47.3 (seed 391, nvidia-h200-batch-walk/final).
             add_forward(t, "batch_walk", d, "out_dim 16, in_dim 8, batch a multiple of 128, u_hat 8-byte aligned",
                         batch_walk_fits);

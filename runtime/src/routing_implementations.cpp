@@ -37,7 +37,8 @@ const std::vector<RoutingOp> &routing_ops() {
         {"digitcaps", {"digitcaps", "digitcaps_fused"}, "prediction + routing in one pipeline"},
         {"digitcaps_backward", {"digitcaps_backward", "digitcaps_backward_autodiff"}, "DigitCaps gradients"},
         {"digitcaps_with_s", {"digitcaps_fused_with_s"}, "the DigitCaps layer, keeping every iteration's s"},
-        {"digitcaps_backward_with_s", {"digitcaps_backward_with_s", "digitcaps_backward_with_s_phases"},
+        {"digitcaps_backward_with_s",
+         {"digitcaps_backward_with_s", "digitcaps_backward_with_s_phases"},
          "DigitCaps gradients from the forward's s"},
         // Hand-written CUDA only (cuda_tensor): no Halide generator keeps c.
         {"digitcaps_with_c", {}, "the DigitCaps layer, keeping every iteration's s and c"},
@@ -133,8 +134,9 @@ struct Builder {
         row.name = schedule;
         row.device = Device::cpu;
         row.iterations = every_count();
-        row.description = halide_description(r, schedule, count_list(counts) + " unrolled, any other from " +
-                                                              kEveryCount + " by the per-iteration kernels ('steps')");
+        row.description = halide_description(r, schedule,
+                                             count_list(counts) + " unrolled, any other from " + kEveryCount +
+                                                 " by the per-iteration kernels ('steps')");
         row.default_when = default_when;
         row.run = [&r = r, schedule](const RoutingCall &c) {
             const HalideKernelEntry *k = routing_kernel(r, schedule, Device::cpu, c.iterations);
@@ -150,8 +152,9 @@ struct Builder {
         row.name = "steps";
         row.device = Device::cpu;  // family halide: Halide kernels, chained
         row.iterations = every_count();
-        row.description = std::string("Halide kernels of one routing iteration each (generators routing_step_*), "
-                                      "chained by the runtime (") +
+        row.description = std::string(
+                              "Halide kernels of one routing iteration each (generators routing_step_*), "
+                              "chained by the runtime (") +
                           r.what + "; iterations " + kEveryCount + ")";
         row.default_when = default_when;
         row.run = run_routing_steps;
@@ -191,7 +194,8 @@ Status fused_split_check(const RoutingCall &c) {
     if (c.x.K == 8 && c.x.E == 16) return Status::success();
     return {StatusCode::unsupported_shape,
             "reads u and W in rows of 8 and keeps 16 out_dim values in registers: in_dim must be 8 and out_dim 16, "
-            "got " + std::to_string(c.x.K) + " and " + std::to_string(c.x.E)};
+            "got " +
+                std::to_string(c.x.K) + " and " + std::to_string(c.x.E)};
 }
 
 // rows_vectors stores grad_u and grad_W 16 bytes at a time and so requires
@@ -218,27 +222,27 @@ Table build(const std::string &op) {
         b.halide("cpu", cpu, "always");
     } else if (op == "route") {
         b.halide_or_steps("cpu", "always");
-        b.halide_gpu("stage_per_kernel", kBuilt);     // 745 us (routing_fused's fused 1391); bench 752.0
+        b.halide_gpu("stage_per_kernel", kBuilt);  // 745 us (routing_fused's fused 1391); bench 752.0
         b.hand("cuda_naive", std::string(kNaiveForward), "any count");  // bench 912.0 us
-        b.halide_gpu("fused", kBuilt);                // 1391 us; OpenCL's at the counts stage_per_kernel lacks
+        b.halide_gpu("fused", kBuilt);  // 1391 us; OpenCL's at the counts stage_per_kernel lacks
         b.steps();
     } else if (op == "route_backward") {
         // The per-iteration kernels against the unrolled "cpu", which computes every stage
         // whole: 162.3 against 190.1 ms (2-core build machine).
         b.steps("always");
-        b.halide_gpu("stage_per_kernel", kBuilt);     // not timed yet
+        b.halide_gpu("stage_per_kernel", kBuilt);                                 // not timed yet
         b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");  // not timed for route_backward
         b.hand("cuda_naive", kNaiveBackward, "any count");
     } else if (op == "digitcaps") {
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("fused_split_all_vectors", kBuilt, nullptr, fused_split_check);  // 161.1 us
-        b.halide_gpu("fused", kBuilt);                // 829.1 us
-        b.halide_gpu("stage_per_kernel", kBuilt);     // 1183 us
+        b.halide_gpu("fused", kBuilt);                                                // 829.1 us
+        b.halide_gpu("stage_per_kernel", kBuilt);                                     // 1183 us
         b.hand("cuda_fused",
                "two kernels an iteration, u_hat recomputed once an iteration (reference/cuda/digitcaps_cuda.cu; "
                "out_caps <= 16, out_dim <= 32, in_dim <= 16",
                "any count, out_caps <= 16, out_dim <= 32, in_dim <= 16");  // bench 206.4 us
-        b.hand("cuda_naive", kNaiveForward, "any count");                   // bench 1163.1 us
+        b.hand("cuda_naive", kNaiveForward, "any count");                  // bench 1163.1 us
         b.hand("cuda_tensor",
                "cuda_fused's two kernels an iteration with u_hat on the tensor cores in float32 accuracy (3xTF32; "
                "reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, in_dim <= 16");
@@ -247,10 +251,10 @@ Table build(const std::string &op) {
         // "cpu" (vectorised prediction gradients) beats "steps": 420.3 against 522.4 ms (one loaded run).
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("rows_vectors", "grad_u and grad_W 16-byte aligned", gradients_16_byte_aligned);  // 621.5 us
-        b.halide_gpu("rows_predict", kBuilt);         // 728.7 us
-        b.halide_gpu("stage_per_kernel", kBuilt);     // 3964.3 us
-        b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");  // bench 345.8 us
-        b.hand("cuda_naive", kNaiveBackward, "any count");                        // bench 2725.6 us
+        b.halide_gpu("rows_predict", kBuilt);                                                          // 728.7 us
+        b.halide_gpu("stage_per_kernel", kBuilt);                                                      // 3964.3 us
+        b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");                       // bench 345.8 us
+        b.hand("cuda_naive", kNaiveBackward, "any count");  // bench 2725.6 us
         b.hand("cuda_tensor",
                "cuda_passes with no u_hat in memory: its passes are the forward cuda_tensor's, u_hat recomputed on "
                "the tensor cores each pass (3xTF32) (reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim, "
@@ -272,7 +276,7 @@ Table build(const std::string &op) {
         b.halide("cpu_phases", cpu, kBuilt);
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("rows_vectors", "grad_u and grad_W 16-byte aligned", gradients_16_byte_aligned);  // 496.2 us
-        b.halide_gpu("rows_predict", kBuilt);         // bench 608.9 us
+        b.halide_gpu("rows_predict", kBuilt);                                                          // bench 608.9 us
         b.hand("cuda_tensor",
                "digitcaps_backward's cuda_tensor from the forward's s: no replay, each backward pass computing its c "
                "from the logits (reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim, in_dim <= 16",

@@ -54,7 +54,8 @@ std::string shape_string(const at::Tensor &t) {
     // The library's messages start with its own name of the operator.
     const std::string own_prefix = std::string(call.op) + ": ";
     if (message.rfind(own_prefix, 0) == 0) message.erase(0, own_prefix.size());
-    const std::string text = std::string("halcaps.") + call.op + ": " + halcaps::status_code_name(code) + ": " + message;
+    const std::string text =
+        std::string("halcaps.") + call.op + ": " + halcaps::status_code_name(code) + ": " + message;
     switch (code) {
     case StatusCode::bad_rank:
     case StatusCode::bad_extent:
@@ -132,7 +133,8 @@ void *primary_cuda_context(const Call &call, int index) {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = contexts.find(index); it != contexts.end()) return it->second;
     static void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (driver == nullptr) raise_status(call, StatusCode::device_unavailable, "cannot load the CUDA driver libcuda.so.1");
+    if (driver == nullptr)
+        raise_status(call, StatusCode::device_unavailable, "cannot load the CUDA driver libcuda.so.1");
     using DeviceGet = int (*)(int *, int);
     using PrimaryCtxRetain = int (*)(void **, int);
     auto device_get = reinterpret_cast<DeviceGet>(dlsym(driver, "cuDeviceGet"));
@@ -229,8 +231,8 @@ at::Tensor route(const at::Tensor &u_hat_in, const std::optional<at::Tensor> &b0
 }
 
 std::tuple<at::Tensor, at::Tensor> route_backward(const at::Tensor &u_hat_in, const std::optional<at::Tensor> &b0_in,
-                                                  const at::Tensor &grad_v_in, int64_t iterations,
-                                                  bool compute_grad_b0, c10::string_view implementation) {
+                                                  const at::Tensor &grad_v_in, int64_t iterations, bool compute_grad_b0,
+                                                  c10::string_view implementation) {
     Call call{"route_backward"};
     at::Tensor u_hat = prepare(call, "u_hat", u_hat_in);
     std::optional<at::Tensor> b0 = prepare(call, "b0", b0_in);
@@ -277,8 +279,8 @@ at::Tensor digitcaps(const at::Tensor &u_in, const at::Tensor &W_in, const std::
     DigitCapsArgs a = digitcaps_args(call, u_in, W_in, b0_in);
     at::Tensor v = empty_on(call, {a.u.size(0), a.W.size(1), a.W.size(2)});
     Launch launch(call, std::string(implementation));
-    check(call, halcaps::digitcaps(view(a.u), view(a.W), view(a.b0), view(v), static_cast<int>(iterations),
-                                   launch.options));
+    check(call,
+          halcaps::digitcaps(view(a.u), view(a.W), view(a.b0), view(v), static_cast<int>(iterations), launch.options));
     return v;
 }
 
@@ -308,16 +310,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> digitcaps_backward(const at::Tens
     at::Tensor grad_u = empty_on(call, a.u.sizes()), grad_W = empty_on(call, a.W.sizes());
     at::Tensor grad_b0 = optional_grad_b0(call, compute_grad_b0, a.W.size(0), a.W.size(1));
     Launch launch(call, std::string(implementation));
-    check(call, halcaps::digitcaps_backward(view(a.u), view(a.W), view(a.b0), view(grad_v), view(grad_u),
-                                            view(grad_W), compute_grad_b0 ? view(grad_b0) : TensorView{},
+    check(call, halcaps::digitcaps_backward(view(a.u), view(a.W), view(a.b0), view(grad_v), view(grad_u), view(grad_W),
+                                            compute_grad_b0 ? view(grad_b0) : TensorView{},
                                             static_cast<int>(iterations), launch.options));
     return {grad_u, grad_W, grad_b0};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> digitcaps_backward_with_s(
-    const at::Tensor &u_in, const at::Tensor &W_in, const std::optional<at::Tensor> &b0_in,
-    const at::Tensor &routing_s_in, const at::Tensor &grad_v_in, int64_t iterations, bool compute_grad_b0,
-    c10::string_view implementation) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> digitcaps_backward_with_s(const at::Tensor &u_in, const at::Tensor &W_in,
+                                                                         const std::optional<at::Tensor> &b0_in,
+                                                                         const at::Tensor &routing_s_in,
+                                                                         const at::Tensor &grad_v_in,
+                                                                         int64_t iterations, bool compute_grad_b0,
+                                                                         c10::string_view implementation) {
     Call call{"digitcaps_backward_with_s"};
     DigitCapsArgs a = digitcaps_args(call, u_in, W_in, b0_in);
     at::Tensor routing_s = prepare(call, "routing_s", routing_s_in);
@@ -327,10 +331,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> digitcaps_backward_with_s(
     at::Tensor grad_u = empty_on(call, a.u.sizes()), grad_W = empty_on(call, a.W.sizes());
     at::Tensor grad_b0 = optional_grad_b0(call, compute_grad_b0, a.W.size(0), a.W.size(1));
     Launch launch(call, std::string(implementation));
-    check(call, halcaps::digitcaps_backward_with_s(view(a.u), view(a.W), view(a.b0), view(routing_s), view(grad_v),
-                                                   view(grad_u), view(grad_W),
-                                                   compute_grad_b0 ? view(grad_b0) : TensorView{},
-                                                   static_cast<int>(iterations), launch.options));
+    check(call, halcaps::digitcaps_backward_with_s(
+                    view(a.u), view(a.W), view(a.b0), view(routing_s), view(grad_v), view(grad_u), view(grad_W),
+                    compute_grad_b0 ? view(grad_b0) : TensorView{}, static_cast<int>(iterations), launch.options));
     return {grad_u, grad_W, grad_b0};
 }
 
@@ -355,8 +358,8 @@ at::Tensor capsconv(const at::Tensor &input_in, const at::Tensor &filter_in, int
     const int64_t ow = conv_extent(input.size(2), filter.size(1), stride, pad);
     if (oh == 0 || ow == 0) {
         raise_status(call, StatusCode::bad_extent,
-                     "filter " + shape_string(filter) + " is larger than input " + shape_string(input) +
-                         " padded by " + std::to_string(pad));
+                     "filter " + shape_string(filter) + " is larger than input " + shape_string(input) + " padded by " +
+                         std::to_string(pad));
     }
     at::Tensor output = empty_on(call, {input.size(0), oh, ow, filter.size(3), 4, 4});
     Launch launch(call, std::string(implementation));
@@ -421,35 +424,40 @@ TORCH_LIBRARY(halcaps, m) {
     m.def("predict_backward(Tensor g, Tensor u, Tensor W, str implementation=\"\") -> (Tensor, Tensor)");
     m.def("squash(Tensor s, str implementation=\"\") -> Tensor");
     m.def("route(Tensor u_hat, Tensor? b0, int iterations=3, str implementation=\"\") -> Tensor");
-    m.def("route_backward(Tensor u_hat, Tensor? b0, Tensor grad_v, int iterations=3, bool compute_grad_b0=False, "
-          "str implementation=\"\") -> (Tensor, Tensor)");
+    m.def(
+        "route_backward(Tensor u_hat, Tensor? b0, Tensor grad_v, int iterations=3, bool compute_grad_b0=False, "
+        "str implementation=\"\") -> (Tensor, Tensor)");
     m.def("digitcaps(Tensor u, Tensor W, Tensor? b0, int iterations=3, str implementation=\"\") -> Tensor");
-    m.def("digitcaps_with_s(Tensor u, Tensor W, Tensor? b0, int iterations=3, str implementation=\"\") "
-          "-> (Tensor, Tensor)");
-    m.def("digitcaps_backward(Tensor u, Tensor W, Tensor? b0, Tensor grad_v, int iterations=3, "
-          "bool compute_grad_b0=False, str implementation=\"\") -> (Tensor, Tensor, Tensor)");
-    m.def("digitcaps_backward_with_s(Tensor u, Tensor W, Tensor? b0, Tensor routing_s, Tensor grad_v, "
-          "int iterations=3, bool compute_grad_b0=False, str implementation=\"\") -> (Tensor, Tensor, Tensor)");
+    m.def(
+        "digitcaps_with_s(Tensor u, Tensor W, Tensor? b0, int iterations=3, str implementation=\"\") "
+        "-> (Tensor, Tensor)");
+    m.def(
+        "digitcaps_backward(Tensor u, Tensor W, Tensor? b0, Tensor grad_v, int iterations=3, "
+        "bool compute_grad_b0=False, str implementation=\"\") -> (Tensor, Tensor, Tensor)");
+    m.def(
+        "digitcaps_backward_with_s(Tensor u, Tensor W, Tensor? b0, Tensor routing_s, Tensor grad_v, "
+        "int iterations=3, bool compute_grad_b0=False, str implementation=\"\") -> (Tensor, Tensor, Tensor)");
     m.def("capsconv(Tensor input, Tensor filter, int stride=1, int pad=0, str implementation=\"\") -> Tensor");
-    m.def("capsconv_backward(Tensor input, Tensor filter, Tensor grad_output, int stride=1, int pad=0, "
-          "str implementation=\"\") -> (Tensor, Tensor)");
+    m.def(
+        "capsconv_backward(Tensor input, Tensor filter, Tensor grad_output, int stride=1, int pad=0, "
+        "str implementation=\"\") -> (Tensor, Tensor)");
     // Build information, no tensors: served for every dispatch key.
     m.def("implementations() -> str", &implementations);
     m.def("cuda_built() -> bool", &cuda_built);
     m.def("cpp_predict_call_us(Tensor u, Tensor W, int repeats) -> float", &cpp_predict_call_us);
 }
 
-#define HALCAPS_REGISTER_KERNELS(m)                                         \
-    m.impl("predict", &predict);                                            \
-    m.impl("predict_backward", &predict_backward);                          \
-    m.impl("squash", &squash);                                              \
-    m.impl("route", &route);                                                \
-    m.impl("route_backward", &route_backward);                              \
-    m.impl("digitcaps", &digitcaps);                                        \
-    m.impl("digitcaps_with_s", &digitcaps_with_s);                          \
-    m.impl("digitcaps_backward", &digitcaps_backward);                      \
-    m.impl("digitcaps_backward_with_s", &digitcaps_backward_with_s);        \
-    m.impl("capsconv", &capsconv);                                          \
+#define HALCAPS_REGISTER_KERNELS(m)                                  \
+    m.impl("predict", &predict);                                     \
+    m.impl("predict_backward", &predict_backward);                   \
+    m.impl("squash", &squash);                                       \
+    m.impl("route", &route);                                         \
+    m.impl("route_backward", &route_backward);                       \
+    m.impl("digitcaps", &digitcaps);                                 \
+    m.impl("digitcaps_with_s", &digitcaps_with_s);                   \
+    m.impl("digitcaps_backward", &digitcaps_backward);               \
+    m.impl("digitcaps_backward_with_s", &digitcaps_backward_with_s); \
+    m.impl("capsconv", &capsconv);                                   \
     m.impl("capsconv_backward", &capsconv_backward)
 
 TORCH_LIBRARY_IMPL(halcaps, CPU, m) { HALCAPS_REGISTER_KERNELS(m); }

@@ -237,9 +237,9 @@ struct ImplementationInfo {
     Device device;               // cpu, cuda or opencl
     std::string description;
     std::vector<int> iterations{};  // routing ops: the iteration counts it runs; empty otherwise
-    int default_rank = 0;         // its place in the default walk on its device (1 first); 0: by name only
-    std::string default_when;     // where it is the default (empty: by name only)
-    std::string family;           // "halide", "hand_written" or "library"
+    int default_rank = 0;           // its place in the default walk on its device (1 first); 0: by name only
+    std::string default_when;       // where it is the default (empty: by name only)
+    std::string family;             // "halide", "hand_written" or "library"
 };
 std::vector<ImplementationInfo> list_implementations();
 // The first default row of `op` on `device` (cpu, cuda or opencl) that
