@@ -16,7 +16,9 @@
 namespace halcaps {
 
 using namespace Halide;
-using schedule_util::check_schedule;
+using schedule_util::apply_schedule;
+using schedule_util::ScheduleTable;
+using schedule_util::ScheduleTarget;
 
 namespace {
 
@@ -167,11 +169,14 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     st.grad_b0.update().reorder(j, st.rb, i).parallel(i);
 }
 
+const ScheduleTable<TrainingBackwardStages> kPhasesSchedules = {
+    {"cpu_phases", ScheduleTarget::cpu, backward_phases_cpu},
+};
+
 }  // namespace
 
 void schedule_digitcaps_backward_phases(const std::string &name, const Target &target, TrainingBackwardStages &st) {
-    check_schedule("digitcaps_backward_with_s_phases", name, target, {"cpu_phases"}, {});
-    backward_phases_cpu(target, st);
+    apply_schedule("digitcaps_backward_with_s_phases", kPhasesSchedules, name, target, st);
 }
 
 }  // namespace halcaps
