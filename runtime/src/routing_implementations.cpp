@@ -217,7 +217,7 @@ const char *const kPasses =
 
 Table build(const std::string &op) {
     Builder b{routing_op(op), {}};
-    const Device cpu = Device::cpu, cuda = Device::cuda;
+    const Device cpu = Device::cpu;
     if (op == "squash") {
         b.halide("cpu", cpu, "always");
     } else if (op == "route") {
