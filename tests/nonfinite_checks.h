@@ -17,59 +17,47 @@
 
 namespace halcaps::testing {
 
-// The Winograd forms' output tile is a linear mix of its whole input tile
-// (F(m x m, 3 x 3): (m + 2)^2 pixels) whose terms for pixels outside an
-// output's 3 x 3 window cancel exactly in real arithmetic; NaN and inf do not
-// cancel (0 * inf, inf - inf), so a non-finite input pixel makes every output
-// of the tiles it is in non-finite, a superset of the direct formula's
-// pattern. Checked: every element the reference has non-finite is
-// non-finite (nothing dropped), and every finite one matches the reference;
-// the extra non-finite elements are counted.
-inline void require_winograd_superset(const std::vector<float> &x, const std::vector<double> &ref,
-                                      int64_t reduction_length) {
-    std::vector<float> finite_x;
-    std::vector<double> finite_ref;
-    int64_t extra = 0;
-    for (size_t n = 0; n < ref.size(); n++) {
-        if (!std::isfinite(ref[n])) {
-            INFO("element " << n << ": " << x[n] << ", the reference " << ref[n]);
-            REQUIRE(!std::isfinite(x[n]));
-        } else if (!std::isfinite(x[n])) {
-            extra++;
-        } else {
-            finite_x.push_back(x[n]);
-            finite_ref.push_back(ref[n]);
-        }
-    }
-    INFO(extra << " elements non-finite where the direct formula's are finite, of " << ref.size());
-    if (!finite_ref.empty()) require_matches("output (finite elements)", finite_x, finite_ref, reduction_length);
-}
+// How an implementation's non-finite elements may differ from the
+// reference's where it is checked with require_nonfinite_pattern.
+//  - superset: the Winograd forms. Their output tile is a linear mix of its
+//    whole input tile (F(m x m, 3 x 3): (m + 2)^2 pixels) whose terms for
+//    pixels outside an output's 3 x 3 window cancel exactly in real
+//    arithmetic; NaN and inf do not cancel (0 * inf, inf - inf), so a
+//    non-finite input pixel makes every output of its tiles non-finite.
+//    Every element the reference has non-finite must be non-finite.
+//  - subset: cuDNN (the "cudnn" peer), which leaves out the filter taps that
+//    fall in the zero padding instead of multiplying them by zero, so a NaN
+//    or inf filter value does not reach the outputs for which that tap lies
+//    outside the image. Every element it gives non-finite must be so in the
+//    reference, NaN where the reference is NaN.
+// Either way every element finite in both must match the reference; the
+// elements that differ are counted.
+enum class NonfinitePattern { superset, subset };
 
-// cuDNN (the "cudnn" peer) leaves out the filter taps that fall in the zero
-// padding instead of multiplying them by zero, so a NaN or inf filter value
-// does not reach the outputs for which that tap lies outside the image.
-// Checked for it: every element it gives non-finite is non-finite in the
-// reference, and every finite one matches; the dropped ones are counted.
 inline bool skips_padding_taps(const std::string &implementation) { return implementation == "cudnn"; }
 
-inline void require_padding_subset(const std::vector<float> &x, const std::vector<double> &ref,
-                                   int64_t reduction_length) {
+inline void require_nonfinite_pattern(const std::vector<float> &x, const std::vector<double> &ref,
+                                      int64_t reduction_length, NonfinitePattern pattern) {
+    const bool superset = pattern == NonfinitePattern::superset;
     std::vector<float> finite_x;
     std::vector<double> finite_ref;
-    int64_t dropped = 0;
+    int64_t differing = 0;
     for (size_t n = 0; n < ref.size(); n++) {
-        if (!std::isfinite(x[n])) {
-            INFO("element " << n << ": " << x[n] << ", the reference " << ref[n]);
-            REQUIRE(!std::isfinite(ref[n]));
-            REQUIRE((std::isnan(x[n]) == std::isnan(ref[n])));
-        } else if (!std::isfinite(ref[n])) {
-            dropped++;
-        } else {
+        const bool x_finite = std::isfinite(x[n]), ref_finite = std::isfinite(ref[n]);
+        if (x_finite && ref_finite) {
             finite_x.push_back(x[n]);
             finite_ref.push_back(ref[n]);
+            continue;
         }
+        INFO("element " << n << ": " << x[n] << ", the reference " << ref[n]);
+        if (superset && !ref_finite) REQUIRE(!x_finite);
+        if (!superset && !x_finite) {
+            REQUIRE(!ref_finite);
+            REQUIRE((std::isnan(x[n]) == std::isnan(ref[n])));
+        }
+        if (x_finite != ref_finite) differing++;
     }
-    INFO(dropped << " elements finite where the formula's are not, of " << ref.size());
+    INFO(differing << " elements non-finite in one of the output and the formula only, of " << ref.size());
     if (!finite_ref.empty()) require_matches("output (finite elements)", finite_x, finite_ref, reduction_length);
 }
 
@@ -150,9 +138,9 @@ inline void check_nonfinite_capsconv(Device device) {
                         REQUIRE(st.ok());
                         const int64_t length = s.kernel_h * s.kernel_w * s.in_caps * 4;
                         if (winograd) {
-                            require_winograd_superset(p.output, ref, length);
+                            require_nonfinite_pattern(p.output, ref, length, NonfinitePattern::superset);
                         } else if (skips_padding_taps(impl) && std::string(input) == "filter") {
-                            require_padding_subset(p.output, ref, length);
+                            require_nonfinite_pattern(p.output, ref, length, NonfinitePattern::subset);
                         } else {
                             require_matches("output", p.output, ref, length);
                         }
