@@ -1065,6 +1065,29 @@ public:
     }
 };
 
+// grad_b0 = the sum over the batch of the first iteration's g_logits: the
+// chained backward's last step (b0 is shared by every batch element).
+class RoutingStepGradB0 : public Generator<RoutingStepGradB0> {
+public:
+    GeneratorParam<std::string> schedule{"schedule", "cpu"};
+    Input<Buffer<float, 3>> g_logits{"g_logits"};  // (j, i, b)
+    Output<Buffer<float, 2>> grad_b0{"grad_b0"};   // (j, i)
+
+    void generate() {
+        halcaps::RoutingStepStages st;
+        st.j = Var("j"), st.i = Var("i");
+        st.rb = RDom(0, g_logits.dim(2).extent(), "rb");
+        Func g = wrap("g_logits_in", g_logits);
+        st.grad_b0 = sum_over("grad_b0_sum", {st.j, st.i}, st.rb, g(st.j, st.i, st.rb));
+        grad_b0(st.j, st.i) = st.grad_b0(st.j, st.i);
+        st.outputs = {grad_b0};
+        require_dense(g_logits), require_dense(grad_b0);
+        g_logits.set_estimates({{0, kOutCaps}, {0, kInCaps}, {0, kBatch}});
+        grad_b0.set_estimates({{0, kOutCaps}, {0, kInCaps}});
+        halcaps::schedule_routing_step_grad_b0(schedule, get_target(), st);
+    }
+};
+
 }  // namespace
 
 HALIDE_REGISTER_GENERATOR(Squash, squash)
@@ -1082,6 +1105,7 @@ HALIDE_REGISTER_GENERATOR(RoutingStepS, routing_step_s)
 HALIDE_REGISTER_GENERATOR(RoutingStepLogits, routing_step_logits)
 HALIDE_REGISTER_GENERATOR(RoutingStepBackward, routing_step_backward)
 HALIDE_REGISTER_GENERATOR(RoutingStepBackwardLast, routing_step_backward_last)
+HALIDE_REGISTER_GENERATOR(RoutingStepGradB0, routing_step_grad_b0)
 
 // ------------------------------------ backward from s, in three phases --
 

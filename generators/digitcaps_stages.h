@@ -93,13 +93,14 @@ struct RoutingBackwardStages {
 };
 
 // One routing iteration on its own, for the iteration counts that no
-// unrolled kernel is built for: runtime/src/digitcaps.cpp chains these,
+// unrolled kernel is built for: runtime/src/routing_steps.cpp chains these,
 // keeping every iteration's logits and s for the backward. Generators:
 //   routing_step_s        (u_hat, logits) -> s                   s = sum_i c u_hat, c = softmax(logits)
 //   routing_step_logits   (u_hat, logits, s) -> logits_next      logits + u_hat . squash(s)
 //   routing_step_backward (u_hat, logits, s, g_logits_next, grad_u_hat_in) -> (g_logits, grad_u_hat):
 //                         an iteration that is not the last; grad_u_hat_in + its terms
 //   routing_step_backward_last (u_hat, logits, s, grad_v) -> (g_logits, grad_u_hat): the last
+//   routing_step_grad_b0  (g_logits) -> grad_b0                 the first iteration's g_logits summed over b
 // g_logits = dL/dlogits of the iteration (RoutingBackwardIteration::grad_logits).
 struct RoutingStepStages {
     Halide::Func u_hat, logits;          // inputs (e, j, i, b), (j, i, b): this iteration's logits
@@ -112,9 +113,10 @@ struct RoutingStepStages {
     Halide::Func grad_u_hat_in;          // routing_step_backward: the later iterations' terms of grad_u_hat (input)
     RoutingBackwardIteration backward;   // the backward steps: grad_v (the input grad_v, or the sum over i
                                          // of g_logits_next * u_hat in grad_v_agree) ... grad_logits
+    Halide::Func grad_b0;                // routing_step_grad_b0: (j, i) sum over rb of g_logits
     std::vector<Halide::Func> outputs;   // the generator's outputs
     Halide::Var e, j, i, b;
-    Halide::RDom ri, rj, re;
+    Halide::RDom ri, rj, re, rb;
 };
 
 // The autodiff generators (routing_backward_autodiff,

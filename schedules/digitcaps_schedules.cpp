@@ -137,6 +137,16 @@ void squash_cpu(const Target &target, SquashGeneratorStages &s) {
     s.squash.norm2_scaled.compute_at(s.v, ni);
 }
 
+// rows: the GPU's squash, a thread per row of E (blocks of 64 rows) with
+// the row's max and norm in its registers, then its E values. What the
+// GPU routing steps end with (routing_steps.cpp); not timed.
+void squash_gpu_rows(const Target &, SquashGeneratorStages &s) {
+    Var no("no"), ni("ni");
+    s.v.split(s.n, no, ni, 64, TailStrategy::GuardWithIf).reorder(s.e, ni, no).gpu_blocks(no).gpu_threads(ni);
+    s.squash.max_abs.compute_at(s.v, ni);
+    s.squash.norm2_scaled.compute_at(s.v, ni);
+}
+
 // ----------------------------------------------------------------- routing --
 
 // cpu: parallel over batch elements; each one's routing runs start to end
@@ -710,6 +720,31 @@ void routing_step_backward_cpu(const Target &target, RoutingStepStages &st) {
     for (Func f : st.outputs) compute_root_eager(f, vec);
 }
 
+void routing_step_grad_b0_cpu(const Target &target, RoutingStepStages &st) {
+    const int vec = target.natural_vector_size<float>();
+    st.grad_b0.compute_at(st.outputs[0], st.i).vectorize(st.j, vec, TailStrategy::GuardWithIf);
+    st.grad_b0.update().vectorize(st.j, vec, TailStrategy::GuardWithIf);
+    st.outputs[0].parallel(st.i).vectorize(st.j, vec, TailStrategy::GuardWithIf);
+}
+
+// stage_per_kernel for the routing_step_* generators on the GPU: every stage
+// of the step one kernel (compute_root_rows: a thread per point over rows
+// of its two innermost dimensions, a sum in the thread's register), then
+// the outputs. The GPU's general path for the counts no unrolled kernel is
+// built for, and for the training pair's shapes the fast kernels refuse.
+void routing_step_stage_per_kernel(const Target &, RoutingStepStages &st) {
+    const RoutingBackwardIteration &it = st.backward;
+    for (Func f : {st.logit_max, st.exp_sum, st.c, st.s, st.squash.max_abs, st.squash.norm2_scaled, st.squash.v,
+                   st.agreement, it.grad_v_agree, it.s_dot_grad_v, it.grad_s, it.grad_c, it.c_dot_grad_c, st.grad_b0}) {
+        // Undefined in this generator, or a read of an input (no reduction, inlined).
+        if (f.defined() && f.has_update_definition()) compute_root_rows(f, 128);
+    }
+    for (Func f : {st.c, st.squash.v, it.grad_s}) {
+        if (f.defined() && !f.has_update_definition()) compute_root_rows(f, 128);
+    }
+    for (Func f : st.outputs) root_fused_rows(f, 128);
+}
+
 // ------------------------------------------------------------- autodiff --
 
 // root_autodiff: every Func the outputs depend on computed whole, serially.
@@ -728,6 +763,7 @@ void root_autodiff(const Target &, AutodiffStages &a) {
 // The named schedules of each generator, one row each.
 const ScheduleTable<SquashGeneratorStages> kSquashSchedules = {
     {"cpu", ScheduleTarget::cpu, squash_cpu},
+    {"rows", ScheduleTarget::gpu, squash_gpu_rows},
 };
 
 const ScheduleTable<RoutingStages> kRoutingSchedules = {
@@ -763,14 +799,22 @@ const ScheduleTable<RoutingBackwardStages> kDigitCapsBackwardSchedules = {
 
 const ScheduleTable<RoutingStepStages> kRoutingStepSSchedules = {
     {"cpu", ScheduleTarget::cpu, routing_step_s_cpu},
+    {"stage_per_kernel", ScheduleTarget::gpu, routing_step_stage_per_kernel},
 };
 
 const ScheduleTable<RoutingStepStages> kRoutingStepLogitsSchedules = {
     {"cpu", ScheduleTarget::cpu, routing_step_logits_cpu},
+    {"stage_per_kernel", ScheduleTarget::gpu, routing_step_stage_per_kernel},
 };
 
 const ScheduleTable<RoutingStepStages> kRoutingStepBackwardSchedules = {
     {"cpu", ScheduleTarget::cpu, routing_step_backward_cpu},
+    {"stage_per_kernel", ScheduleTarget::gpu, routing_step_stage_per_kernel},
+};
+
+const ScheduleTable<RoutingStepStages> kRoutingStepGradB0Schedules = {
+    {"cpu", ScheduleTarget::cpu, routing_step_grad_b0_cpu},
+    {"stage_per_kernel", ScheduleTarget::gpu, routing_step_stage_per_kernel},
 };
 
 const ScheduleTable<AutodiffStages> kAutodiffSchedules = {
@@ -811,6 +855,10 @@ void schedule_routing_step_logits(const std::string &name, const Target &target,
 void schedule_routing_step_backward(const std::string &generator, const std::string &name, const Target &target,
                                     RoutingStepStages &st) {
     apply_schedule(generator, kRoutingStepBackwardSchedules, name, target, st);
+}
+
+void schedule_routing_step_grad_b0(const std::string &name, const Target &target, RoutingStepStages &st) {
+    apply_schedule("routing_step_grad_b0", kRoutingStepGradB0Schedules, name, target, st);
 }
 
 void schedule_autodiff(const std::string &generator, const std::string &name, const Target &target, AutodiffStages &a) {

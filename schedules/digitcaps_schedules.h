@@ -19,12 +19,13 @@ void schedule_digitcaps(const std::string &name, const Halide::Target &target, R
 void schedule_routing_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
 void schedule_digitcaps_backward(const std::string &name, const Halide::Target &target, RoutingBackwardStages &g);
 // One routing iteration (RoutingStepStages): generator routing_step_s,
-// routing_step_logits, and both backward steps (`generator` names which, for
+// routing_step_logits, both backward steps and routing_step_grad_b0 (`generator` names which, for
 // the message).
 void schedule_routing_step_s(const std::string &name, const Halide::Target &target, RoutingStepStages &st);
 void schedule_routing_step_logits(const std::string &name, const Halide::Target &target, RoutingStepStages &st);
 void schedule_routing_step_backward(const std::string &generator, const std::string &name, const Halide::Target &target,
                                     RoutingStepStages &st);
+void schedule_routing_step_grad_b0(const std::string &name, const Halide::Target &target, RoutingStepStages &st);
 // The autodiff generators (`generator` names which, for the message).
 void schedule_autodiff(const std::string &generator, const std::string &name, const Halide::Target &target,
                        AutodiffStages &a);

@@ -38,10 +38,11 @@ halcaps_add_kernel(predict_backward     fused     cuda)
 
 # Squash, routing and the DigitCaps layer (generators/digitcaps.cpp,
 # schedules/digitcaps_schedules.cpp). The routing iterations are unrolled at
-# build time: 1, 3 (the paper's) and 5 are built; the runtime returns
-# unsupported_iterations for others. stage_per_op is the eager-framework
+# build time: 1, 3 (the paper's) and 5 are built; other counts run the
+# routing_step_* kernels below. stage_per_op is the eager-framework
 # baseline for the fused forward, at 3 iterations only.
 halcaps_add_kernel(squash                       cpu           cpu)
+halcaps_add_kernel(squash                       rows          cuda)
 foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(routing                  cpu           cpu ITERATIONS ${n})
     halcaps_add_kernel(digitcaps                cpu           cpu ITERATIONS ${n})
@@ -49,11 +50,15 @@ foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_backward       cpu           cpu ITERATIONS ${n})
 endforeach ()
 halcaps_add_kernel(routing                      stage_per_op  cpu ITERATIONS 3)
-# One routing iteration each (generators routing_step_*): the CPU's general
-# path for any iteration count, chained by the runtime (implementation
-# "steps"; "cpu" runs it for the counts it has no unrolled kernel for).
-foreach (step IN ITEMS routing_step_s routing_step_logits routing_step_backward routing_step_backward_last)
+# One routing iteration each (generators routing_step_*): the general path
+# for any iteration count and shape, chained by the runtime
+# (runtime/src/routing_steps.cpp, implementation "steps"; on the CPU "cpu"
+# runs it for the counts it has no unrolled kernel for). On the GPU one
+# kernel per stage (stage_per_kernel), for CUDA and OpenCL.
+foreach (step IN ITEMS routing_step_s routing_step_logits routing_step_backward routing_step_backward_last
+                       routing_step_grad_b0)
     halcaps_add_kernel(${step}                  cpu           cpu)
+    halcaps_add_kernel(${step}                  stage_per_kernel cuda)
 endforeach ()
 halcaps_add_kernel(digitcaps                    stage_per_op  cpu ITERATIONS 3)
 # On the GPU so far only the eager-framework baseline: one kernel per stage.

@@ -651,6 +651,60 @@ inline void check_nonfinite_issue_cases(Device device) {
     }
 }
 
+// squash by every implementation on `device`: rows of E=4, random, zero,
+// |s| ~ 1e-30, 1e-20, 1e18, 1e30 and 3e38-scale, against the reference.
+inline void check_squash_values(Device device) {
+    INFO("seed " << seed());
+    const int64_t E = 4;
+    std::vector<float> s = random_normal(16 * E);
+    const float scales[] = {0.0f, 1e-30f, 1e-20f, 1e-3f, 1e3f, 1e18f, 1e30f, 1e38f};
+    // The 1e38 row's draws are kept within +-3 so that s itself stays finite
+    // (float's largest value is 3.4e38; an unclamped draw beyond 3.4 made the
+    // input inf, about once in 400 runs); its |s|^2 still overflows float.
+    for (int e = 0; e < E; e++) s[7 * E + e] = std::clamp(s[7 * E + e], -3.0f, 3.0f);
+    for (int r = 0; r < 8; r++)
+        for (int e = 0; e < E; e++) s[r * E + e] *= scales[r];
+    const auto ref = reference::squash_f64(16, E, s.data());
+    for (const auto &impl : implementations_for("squash", device)) {
+        INFO("squash " << impl);
+        std::vector<float> v = nan_filled(s.size());
+        const Status st = squash(host_view(s, {2, 8, E}), host_view(v, {2, 8, E}), device_options(device, impl));
+        INFO(st.message);
+        REQUIRE(st.ok());
+        for (size_t n = 0; n < v.size(); n++) {
+            INFO("element " << n << ": " << v[n] << " vs " << ref[n]);
+            REQUIRE(std::isfinite(v[n]));
+            REQUIRE(std::fabs(v[n] - ref[n]) <= 1e-6 + 1e-5 * std::fabs(ref[n]));
+        }
+        for (int e = 0; e < E; e++) REQUIRE(v[e] == 0.0f);  // s = 0 gives exactly 0
+    }
+}
+
+// squash with NaN, +inf and -inf in a row, by every implementation on `device`.
+inline void check_nonfinite_squash(Device device) {
+    INFO("seed " << seed());
+    for (const float special : kSpecials) {
+        for (const auto &impl : implementations_for("squash", device)) {
+            INFO("squash " << impl << ", " << special);
+            // Row 1 random with the special value at a random element; row
+            // 3 zeros but for it (a NaN there once gave v = 0: the row's
+            // largest |s| dropped the NaN and took the zero-row branch).
+            std::vector<float> s = random_normal(5 * 7), v = nan_filled(5 * 7);
+            std::vector<float> row = random_normal(7);
+            poison(row, special);
+            std::copy(row.begin(), row.end(), s.begin() + 7);
+            std::fill(s.begin() + 21, s.begin() + 28, 0.0f);
+            s[21 + 4] = special;
+            const Status st = squash(host_view(s, {5, 7}), host_view(v, {5, 7}), device_options(device, impl));
+            INFO(st.message);
+            REQUIRE(st.ok());
+            const auto ref = reference::squash_f64(5, 7, s.data());
+            REQUIRE(count_nonfinite(ref) == 14);  // both rows NaN, as |s|^2 is NaN or inf (inf / inf)
+            require_matches("v", v, ref, 7);
+        }
+    }
+}
+
 // route and route_backward with NaN, +inf and -inf at one element of each
 // input (u_hat, b0, grad_v), by every implementation on `device`.
 inline void check_nonfinite_route(Device device, int iterations) {

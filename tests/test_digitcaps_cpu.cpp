@@ -70,30 +70,7 @@ TEST_CASE("routing: MNIST DigitCaps shape, forward", "[routing]") {
     check_all({128, 1152, 8, 10, 16}, 3, false, false);
 }
 
-TEST_CASE("squash: values and numerically hard inputs", "[routing]") {
-    INFO("seed " << seed());
-    // Rows of E=4: random, zero, |s| ~ 1e-30, 1e-20, 1e18, 1e30 and 3e38-scale.
-    const int64_t E = 4;
-    std::vector<float> s = random_normal(16 * E);
-    const float scales[] = {0.0f, 1e-30f, 1e-20f, 1e-3f, 1e3f, 1e18f, 1e30f, 1e38f};
-    // The 1e38 row's draws are kept within +-3 so that s itself stays finite
-    // (float's largest value is 3.4e38; an unclamped draw beyond 3.4 made the
-    // input inf, about once in 400 runs); its |s|^2 still overflows float.
-    for (int e = 0; e < E; e++) s[7 * E + e] = std::clamp(s[7 * E + e], -3.0f, 3.0f);
-    for (int r = 0; r < 8; r++)
-        for (int e = 0; e < E; e++) s[r * E + e] *= scales[r];
-    std::vector<float> v = nan_filled(s.size());
-    const Status st = squash(host_view(s, {2, 8, E}), host_view(v, {2, 8, E}), cpu_options());
-    INFO(st.message);
-    REQUIRE(st.ok());
-    const auto ref = reference::squash_f64(16, E, s.data());
-    for (size_t n = 0; n < v.size(); n++) {
-        INFO("element " << n << ": " << v[n] << " vs " << ref[n]);
-        REQUIRE(std::isfinite(v[n]));
-        REQUIRE(std::fabs(v[n] - ref[n]) <= 1e-6 + 1e-5 * std::fabs(ref[n]));
-    }
-    for (int e = 0; e < E; e++) REQUIRE(v[e] == 0.0f);  // s = 0 gives exactly 0
-}
+TEST_CASE("squash: values and numerically hard inputs", "[routing]") { check_squash_values(Device::cpu); }
 
 TEST_CASE("routing: hard inputs (huge and tiny u_hat, large logits)", "[routing]") {
     INFO("seed " << seed());

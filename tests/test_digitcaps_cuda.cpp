@@ -238,6 +238,77 @@ TEST_CASE("cuda digitcaps: device tensors on the caller's stream", "[cuda][digit
     cuda_ok(cudaStreamDestroy(stream));
 }
 
+// The per-iteration kernels ("steps", one kernel per stage): the CUDA
+// default where no unrolled kernel is built for the count and no hand-written
+// kernel takes the shape (the training pair past cuda_tensor's 16 at counts
+// other than 3), and any count by name. check_all runs every row at 2 and 4
+// (steps and the hand-written kernels); then the training pair's defaults
+// at out_caps 17 and 1 to 5 iterations.
+TEST_CASE("cuda digitcaps: the steps at counts and shapes no other row takes", "[cuda][digitcaps]") {
+    for (int iterations : {2, 4}) {
+        check_all({5, 130, 9, 17, 20}, iterations, iterations == 2, true, Device::cuda);
+        check_all({3, 7, 5, 4, 9}, iterations, iterations == 4, true, Device::cuda);
+    }
+    check_squash_values(Device::cuda);  // what the forward steps end with
+    check_nonfinite_squash(Device::cuda);
+    const DigitCapsShape wide{6, 40, 8, 17, 16};
+    for (int iterations = 1; iterations <= 5; iterations++) {
+        INFO(iterations << " iterations");
+        check_digitcaps_forward("", true, wide, iterations, true, Device::cuda);
+        check_digitcaps_backward_with_s("", wide, iterations, iterations % 2 == 0, Device::cuda);
+    }
+}
+
+// The steps on device tensors on the caller's stream: their scratch is
+// stream-ordered device memory, and routing_s' slices (105 floats apart
+// here, so off a 16-byte boundary) are copied, not handed to the kernels.
+TEST_CASE("cuda digitcaps: the steps on device tensors on the caller's stream", "[cuda][digitcaps]") {
+    cudaStream_t stream = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const Options o = cuda_options("steps", stream);
+    const int iterations = 4;
+    for (const DigitCapsShape &s : std::vector<DigitCapsShape>{{3, 7, 5, 5, 7}, {17, 33, 8, 10, 16}}) {
+        for (const bool with_b0 : {true, false}) {
+            INFO("seed " << seed() << ", " << name(s, iterations, with_b0));
+            DigitCapsProblem p(s);
+            DeviceTensor u(p.u, false), W(p.W, false), b0(p.b0, false), grad_v(p.grad_v, false), v(p.v, true),
+                u_hat(p.u_hat, false), gu_hat(p.grad_u_hat, true);
+            const std::vector<float> s_host(static_cast<size_t>(iterations) * p.s.v_size());
+            DeviceTensor routing_s(s_host, true), gu(p.grad_u, true), gW(p.grad_W, true), gb0(p.grad_b0, true);
+            const TensorView b0_view = with_b0 ? b0.view({s.in_caps, s.out_caps}) : TensorView{};
+            const TensorView u_v = u.view({s.batch, s.in_caps, s.in_dim}),
+                             W_v = W.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                             v_v = v.view({s.batch, s.out_caps, s.out_dim}),
+                             s_v = routing_s.view({iterations, s.batch, s.out_caps, s.out_dim}),
+                             u_hat_v = u_hat.view({s.batch, s.in_caps, s.out_caps, s.out_dim});
+            Status st = digitcaps_with_s(u_v, W_v, b0_view, v_v, s_v, iterations, o);
+            INFO(st.message);
+            REQUIRE(st.ok());
+            st = digitcaps_backward_with_s(u_v, W_v, b0_view, s_v, grad_v.view({s.batch, s.out_caps, s.out_dim}),
+                                           gu.view({s.batch, s.in_caps, s.in_dim}),
+                                           gW.view({s.in_caps, s.out_caps, s.out_dim, s.in_dim}),
+                                           gb0.view({s.in_caps, s.out_caps}), iterations, o);
+            INFO(st.message);
+            REQUIRE(st.ok());
+            cuda_ok(cudaStreamSynchronize(stream));
+            p.v = v.download(), p.grad_u = gu.download(), p.grad_W = gW.download(), p.grad_b0 = gb0.download();
+            std::vector<float> s_kept = routing_s.download();
+            require_forward_outputs(p, with_b0, iterations, &s_kept, nullptr);
+            require_layer_gradients(p, with_b0, iterations, gradient_tolerance(iterations), true);
+            // route_backward alone on u_hat, without grad_b0.
+            st = route_backward(u_hat_v, b0_view, grad_v.view({s.batch, s.out_caps, s.out_dim}),
+                                gu_hat.view({s.batch, s.in_caps, s.out_caps, s.out_dim}), TensorView{}, iterations, o);
+            INFO(st.message);
+            REQUIRE(st.ok());
+            cuda_ok(cudaStreamSynchronize(stream));
+            const auto ref = reference::route_backward_f64(s.routing(), p.u_hat.data(), with_b0 ? p.b0.data() : nullptr,
+                                                           p.grad_v.data(), iterations);
+            require_close("grad_u_hat", gu_hat.download(), ref.grad_u_hat, gradient_tolerance(iterations));
+        }
+    }
+    cuda_ok(cudaStreamDestroy(stream));
+}
+
 // A call on device tensors only queues work: with b0 (and grad_b0) left out
 // it must not wait for the device either (their stand-ins once were host
 // tensors, whose copy to the device waited for the stream). The stream is

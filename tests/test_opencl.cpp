@@ -37,12 +37,13 @@ void require_status(const Status &s, StatusCode code, const std::string &message
     REQUIRE(s.message.find(message_part) != std::string::npos);
 }
 
-// The iteration counts built for the routing ops on OpenCL (1, 3 and 5 for
-// the fused forwards; 3, or 1 and 3, for the rest).
+// The iteration counts built for the routing ops' unrolled kernels on
+// OpenCL (1, 3 and 5 for the fused forwards; 3, or 1 and 3, for the rest);
+// not "steps", which takes every count.
 std::vector<int> built_routing_iterations() {
     std::set<int> counts;
     for (const auto &info : list_implementations()) {
-        if (info.device != Device::opencl) continue;
+        if (info.device != Device::opencl || info.implementation == "steps") continue;
         if (info.op == "route" || info.op == "digitcaps" || info.op == "route_backward" ||
             info.op == "digitcaps_backward") {
             counts.insert(info.iterations.begin(), info.iterations.end());
@@ -175,6 +176,29 @@ TEST_CASE("opencl: routing and the layer, every schedule, odd sizes, every itera
     }
 }
 
+// The per-iteration kernels ("steps", the default at counts no unrolled
+// kernel is built for) at 2, 4 and 7 iterations on shapes off their
+// 128-thread rows, b0 given and absent: the only OpenCL rows at those
+// counts, so check_all runs them alone; then the defaults at 4.
+TEST_CASE("opencl: routing and the layer at counts with no unrolled kernel, by the steps", "[opencl][routing_steps]") {
+    for (int iterations : {2, 4, 7}) {
+        for (const std::string op : {"route", "route_backward", "digitcaps", "digitcaps_backward", "digitcaps_with_s",
+                                     "digitcaps_backward_with_s"}) {
+            INFO(op << ", " << iterations << " iterations");
+            REQUIRE(implementations(op, iterations, Device::opencl) == std::vector<std::string>{"steps"});
+        }
+    }
+    const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1}, {3, 7, 5, 4, 9}, {5, 130, 9, 11, 13}};
+    int n = 0;
+    for (const auto &s : shapes) {
+        for (int iterations : {2, 4, 7}) check_all(s, iterations, n++ % 2 == 0, true, Device::opencl);
+    }
+    const DigitCapsShape s{3, 7, 5, 4, 9};
+    check_squash_values(Device::opencl);  // what the forward steps end with
+    check_digitcaps_forward("", true, s, 4, true, Device::opencl);
+    check_digitcaps_backward_with_s("", s, 4, false, Device::opencl);
+}
+
 TEST_CASE("opencl: routing and the layer, the defaults and the backward on hard inputs", "[opencl][routing_default]") {
     // No implementation named: CUDA's defaults, their fallbacks included
     // (fused_split_all_vectors refuses in_dim 9 and hands the call to fused).
@@ -268,6 +292,7 @@ TEST_CASE("opencl: NaN, +inf and -inf in each input of each operator", "[opencl]
     check_nonfinite_predict(Device::opencl);
     check_nonfinite_capsconv(Device::opencl);
     check_nonfinite_issue_cases(Device::opencl);
+    check_nonfinite_squash(Device::opencl);
     for (int iterations : {1, 3}) {
         check_nonfinite_route(Device::opencl, iterations);
         check_nonfinite_layer(Device::opencl, iterations);

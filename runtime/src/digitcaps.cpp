@@ -1,8 +1,8 @@
 // Entry points for squash, routing and the DigitCaps layer, forward and
 // backward: argument checks and the device, then the operator's table
-// (routing_implementations.cpp); and the three ways its rows run: a Halide
-// kernel (generators/digitcaps.cpp), the CPU's chained per-iteration
-// kernels, or the hand-written CUDA.
+// (routing_implementations.cpp); and two of the three ways its rows run: a
+// Halide kernel (generators/digitcaps.cpp) or the hand-written CUDA (the
+// chained per-iteration kernels are routing_steps.cpp).
 #include <algorithm>
 #include <deque>
 #include <string>
@@ -28,12 +28,9 @@ namespace {
 
 using detail::ArgumentChecks;
 using detail::HalideKernelEntry;
+using detail::is_absent;
 using detail::RoutingCall;
 using detail::RoutingExtents;
-
-// An empty view (null data, no shape, no strides) stands for an optional
-// tensor left out. Anything else is checked as a tensor.
-bool is_absent(const TensorView &t) { return t.data == nullptr && t.shape.empty() && t.strides.empty(); }
 
 Status check_iterations(const char *op, int iterations) {
     if (iterations < 1) {
@@ -118,146 +115,6 @@ private:
     std::deque<std::vector<float>> host_buffers_;
 };
 
-// ------------------------------------------------ the CPU's general path --
-// Host tensors only (the CPU). u_hat [B, I, J, E]; logits [B, I, J] per
-// iteration; s [B, J, E] per iteration.
-
-TensorView host_tensor(float *data, std::vector<int64_t> shape) {
-    TensorView t;
-    t.data = data;
-    t.shape = std::move(shape);
-    return t;
-}
-
-Options cpu_default_options() {
-    Options o;
-    o.device = Device::cpu;
-    return o;
-}
-
-struct StepKernels {
-    const HalideKernelEntry *s = nullptr, *logits = nullptr, *backward = nullptr, *backward_last = nullptr;
-};
-
-Status find_step_kernels(const char *op, StepKernels *k) {
-    k->s = detail::find_halide_kernel("routing_step_s", "cpu", Device::cpu);
-    k->logits = detail::find_halide_kernel("routing_step_logits", "cpu", Device::cpu);
-    k->backward = detail::find_halide_kernel("routing_step_backward", "cpu", Device::cpu);
-    k->backward_last = detail::find_halide_kernel("routing_step_backward_last", "cpu", Device::cpu);
-    if (k->s && k->logits && k->backward && k->backward_last) return Status::success();
-    return {StatusCode::internal_error, std::string(op) + ": the routing_step_* kernels are not in this build"};
-}
-
-// The routing forward by the step kernels: s of every iteration into
-// s_all[t * s_size ...] (or, where given_s, read from it: only the logits
-// are computed) and the logits of every iteration into logits_all
-// (`iterations` of them), or only two alternating ones where logits_all is
-// null. b0 may be absent (zeros).
-Status run_step_forward(const char *op, const StepKernels &k, const TensorView &u_hat, const TensorView &b0,
-                        const RoutingExtents &x, int iterations, float *s_all, bool given_s,
-                        std::vector<float> *logits_all) {
-    const int64_t n = x.logits_size();
-    std::vector<float> two;
-    float *logits = nullptr;
-    if (logits_all != nullptr) {
-        logits_all->assign(static_cast<size_t>(iterations * n), 0.0f);
-        logits = logits_all->data();
-    } else {
-        two.assign(static_cast<size_t>(2 * n), 0.0f);
-        logits = two.data();
-    }
-    auto logits_of = [&](int t) { return logits + (logits_all != nullptr ? t : t % 2) * n; };
-    if (!is_absent(b0)) {
-        for (int64_t b = 0; b < x.B; b++) std::copy(b0.data, b0.data + x.I * x.J, logits + b * x.I * x.J);
-    }
-    const Options options = cpu_default_options();
-    for (int t = 0; t < iterations; t++) {
-        TensorView logits_t = host_tensor(logits_of(t), {x.B, x.I, x.J});
-        TensorView s_t = host_tensor(s_all + t * x.s_size(), {x.B, x.J, x.E});
-        if (!given_s) {
-            if (Status st = detail::run_halide(op, k.s->function, Device::cpu, options, {u_hat, logits_t}, {s_t}, {},
-                                               {"u_hat", "logits", "s"});
-                !st.ok()) {
-                return st;
-            }
-        }
-        if (t + 1 == iterations) break;
-        TensorView next = host_tensor(logits_of(t + 1), {x.B, x.I, x.J});
-        if (Status st = detail::run_halide(op, k.logits->function, Device::cpu, options, {u_hat, logits_t, s_t}, {next},
-                                           {}, {"u_hat", "logits", "s", "logits_next"});
-            !st.ok()) {
-            return st;
-        }
-    }
-    return Status::success();
-}
-
-// route (and the layer's routing) by the step kernels: v = squash of the
-// last iteration's s; every iteration's s into routing_s where non-null.
-Status run_step_route(const char *op, const TensorView &u_hat, const TensorView &b0, const TensorView &v,
-                      const RoutingExtents &x, int iterations, float *routing_s) {
-    StepKernels k;
-    if (Status s = find_step_kernels(op, &k); !s.ok()) return s;
-    std::vector<float> s_scratch;
-    if (routing_s == nullptr) {
-        s_scratch.assign(static_cast<size_t>(iterations * x.s_size()), 0.0f);
-        routing_s = s_scratch.data();
-    }
-    if (Status s = run_step_forward(op, k, u_hat, b0, x, iterations, routing_s, false, nullptr); !s.ok()) return s;
-    TensorView last_s = host_tensor(routing_s + (iterations - 1) * x.s_size(), {x.B, x.J, x.E});
-    return squash(last_s, v, cpu_default_options());
-}
-
-// route_backward (and the layer's routing backward) by the step kernels:
-// the forward replayed keeping every iteration's logits and s (read from
-// given_s, digitcaps_backward_with_s, where non-null), then the iterations'
-// backward steps from the last to the first, each adding its terms to
-// grad_u_hat; grad_b0 = the sum over the batch of the first iteration's
-// g_logits (where grad_b0 is not absent).
-Status run_step_route_backward(const char *op, const TensorView &u_hat, const TensorView &b0, const TensorView &grad_v,
-                               const TensorView &grad_u_hat, const TensorView &grad_b0, const RoutingExtents &x,
-                               int iterations, const float *given_s) {
-    StepKernels k;
-    if (Status s = find_step_kernels(op, &k); !s.ok()) return s;
-    std::vector<float> s_all(static_cast<size_t>(iterations * x.s_size()));
-    if (given_s != nullptr) std::copy(given_s, given_s + iterations * x.s_size(), s_all.begin());
-    std::vector<float> logits_all;
-    if (Status s = run_step_forward(op, k, u_hat, b0, x, iterations, s_all.data(), given_s != nullptr, &logits_all);
-        !s.ok()) {
-        return s;
-    }
-    const int64_t n = x.logits_size();
-    std::vector<float> g_next(static_cast<size_t>(n)), g(static_cast<size_t>(n));
-    const Options options = cpu_default_options();
-    for (int t = iterations - 1; t >= 0; t--) {
-        TensorView logits_t = host_tensor(logits_all.data() + t * n, {x.B, x.I, x.J});
-        TensorView s_t = host_tensor(s_all.data() + t * x.s_size(), {x.B, x.J, x.E});
-        TensorView g_t = host_tensor(g.data(), {x.B, x.I, x.J});
-        Status st;
-        if (t == iterations - 1) {
-            st =
-                detail::run_halide(op, k.backward_last->function, Device::cpu, options, {u_hat, logits_t, s_t, grad_v},
-                                   {g_t, grad_u_hat}, {}, {"u_hat", "logits", "s", "grad_v", "g_logits", "grad_u_hat"});
-        } else {
-            TensorView g_next_t = host_tensor(g_next.data(), {x.B, x.I, x.J});
-            st = detail::run_halide(op, k.backward->function, Device::cpu, options,
-                                    {u_hat, logits_t, s_t, g_next_t, grad_u_hat}, {g_t, grad_u_hat}, {},
-                                    {"u_hat", "logits", "s", "g_logits_next", "grad_u_hat", "g_logits", "grad_u_hat"});
-        }
-        if (!st.ok()) return st;
-        std::swap(g, g_next);
-    }
-    if (!is_absent(grad_b0)) {
-        // g_next holds the first iteration's g_logits.
-        for (int64_t ij = 0; ij < x.I * x.J; ij++) {
-            double sum = 0;
-            for (int64_t b = 0; b < x.B; b++) sum += g_next[b * x.I * x.J + ij];
-            grad_b0.data[ij] = static_cast<float>(sum);
-        }
-    }
-    return Status::success();
-}
-
 // The `given_s` tensor of digitcaps_with_s (routing_s) and
 // digitcaps_backward_with_s: [iterations, batch, out_caps, out_dim], its
 // first extent the iteration count asked for.
@@ -332,33 +189,6 @@ Status run_routing_kernel(const RoutingCall &c, const HalideKernelEntry &kernel)
     for (const char *n : {"grad_v", "grad_u", "grad_W", "grad_b0"}) names.push_back(n);
     return run_halide(c.op, kernel.function, c.device, options, inputs, {*c.grad_u, *c.grad_W, grad_b0_used}, {},
                       names);
-}
-
-Status run_routing_steps(const RoutingCall &c) {
-    const RoutingExtents &x = c.x;
-    if (c.u_hat != nullptr && !c.backward()) {
-        return run_step_route(c.op, *c.u_hat, *c.b0, *c.v, x, c.iterations, nullptr);
-    }
-    if (c.u_hat != nullptr) {
-        return run_step_route_backward(c.op, *c.u_hat, *c.b0, *c.grad_v, *c.grad_u_hat, *c.grad_b0, x, c.iterations,
-                                       nullptr);
-    }
-    // The layer: u_hat materialised by the prediction's CPU kernel, then routed.
-    const size_t u_hat_size = static_cast<size_t>(x.B * x.I * x.J * x.E);
-    std::vector<float> u_hat(u_hat_size);
-    const TensorView u_hat_view = host_tensor(u_hat.data(), {x.B, x.I, x.J, x.E});
-    if (Status s = predict(*c.u, *c.W, u_hat_view, cpu_default_options()); !s.ok()) return s;
-    float *routing_s = c.routing_s != nullptr ? c.routing_s->data : nullptr;
-    if (!c.backward()) return run_step_route(c.op, u_hat_view, *c.b0, *c.v, x, c.iterations, routing_s);
-    // The backward: routing's backward into grad_u_hat, then the prediction's gradients of it.
-    std::vector<float> grad_u_hat(u_hat_size);
-    const TensorView grad_u_hat_view = host_tensor(grad_u_hat.data(), {x.B, x.I, x.J, x.E});
-    if (Status s = run_step_route_backward(c.op, u_hat_view, *c.b0, *c.grad_v, grad_u_hat_view, *c.grad_b0, x,
-                                           c.iterations, routing_s);
-        !s.ok()) {
-        return s;
-    }
-    return predict_backward(grad_u_hat_view, *c.u, *c.W, *c.grad_u, *c.grad_W, cpu_default_options());
 }
 
 Status run_routing_hand_cuda(const RoutingCall &c, const std::string &implementation) {

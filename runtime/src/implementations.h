@@ -21,6 +21,10 @@ struct PredictBackwardCall : CallSite {
 const ImplementationTable<PredictCall> &predict_implementations();
 const ImplementationTable<PredictBackwardCall> &predict_backward_implementations();
 
+// An empty view (null data, no shape, no strides) stands for an optional
+// tensor left out (b0, grad_b0). Anything else is checked as a tensor.
+inline bool is_absent(const TensorView &t) { return t.data == nullptr && t.shape.empty() && t.strides.empty(); }
+
 // ---- squash, routing and the DigitCaps layer (routing_implementations.cpp)
 // One call for all of them: the tensors an op does not take stay null.
 // b0 and grad_b0 may be absent views (TensorView{}).
@@ -41,9 +45,9 @@ struct RoutingCall : CallSite {
 const ImplementationTable<RoutingCall> &routing_implementations(const std::string &op);
 // The routing ops' names, in list order.
 const std::vector<const char *> &routing_op_names();
-// How the rows run (digitcaps.cpp): a Halide kernel of the op, the CPU's
-// chained per-iteration kernels ("steps"), or the hand-written CUDA named
-// `implementation`.
+// How the rows run: a Halide kernel of the op (digitcaps.cpp), the chained
+// per-iteration kernels on any device ("steps", routing_steps.cpp), or the
+// hand-written CUDA named `implementation` (digitcaps.cpp).
 Status run_routing_kernel(const RoutingCall &call, const HalideKernelEntry &kernel);
 Status run_routing_steps(const RoutingCall &call);
 Status run_routing_hand_cuda(const RoutingCall &call, const std::string &implementation);

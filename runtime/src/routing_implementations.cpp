@@ -144,21 +144,27 @@ struct Builder {
         };
         t.push_back(std::move(row));
     }
-    // The CPU's general path: the routing_step_* kernels, one part of one
-    // iteration each, chained by the runtime for any count.
-    void steps(const std::string &default_when = "") {
-        if (has("steps", Device::cpu)) return;
+    // The general path on `device`: the routing_step_* kernels, one part of
+    // one iteration each, chained by the runtime (routing_steps.cpp) for any
+    // count and shape; on the GPU one kernel per stage.
+    void steps(Device device, const std::string &default_when = "") {
+        const bool built =
+            find_halide_kernel("routing_step_s", device == Device::cpu ? "cpu" : "stage_per_kernel", device) != nullptr;
+        if (!built || has("steps", device)) return;
         Implementation<RoutingCall> row;
         row.name = "steps";
-        row.device = Device::cpu;  // family halide: Halide kernels, chained
+        row.device = device;  // family halide: Halide kernels, chained
         row.iterations = every_count();
-        row.description = std::string(
-                              "Halide kernels of one routing iteration each (generators routing_step_*), "
-                              "chained by the runtime (") +
+        row.description = std::string("Halide kernels of one routing iteration each (generators routing_step_*") +
+                          (device == Device::cpu ? "" : ", a kernel per stage") + "), chained by the runtime (" +
                           r.what + "; iterations " + kEveryCount + ")";
         row.default_when = default_when;
         row.run = run_routing_steps;
         t.push_back(std::move(row));
+    }
+    // The GPU's general path, the default wherever no row above it applies.
+    void steps_gpu() {
+        for (Device d : {Device::cuda, Device::opencl}) steps(d, "any count and shape no row above takes");
     }
     // A hand-written CUDA row (reference/cuda/): any iteration count. Its
     // shape limits are checked by the kernel's own refusal, before any
@@ -220,16 +226,16 @@ Table build(const std::string &op) {
     const Device cpu = Device::cpu;
     if (op == "squash") {
         b.halide("cpu", cpu, "always");
+        b.halide_gpu("rows", "always");
     } else if (op == "route") {
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("stage_per_kernel", kBuilt);  // 745 us (routing_fused's fused 1391); bench 752.0
         b.hand("cuda_naive", std::string(kNaiveForward), "any count");  // bench 912.0 us
         b.halide_gpu("fused", kBuilt);  // 1391 us; OpenCL's at the counts stage_per_kernel lacks
-        b.steps();
     } else if (op == "route_backward") {
         // The per-iteration kernels against the unrolled "cpu", which computes every stage
         // whole: 162.3 against 190.1 ms (2-core build machine).
-        b.steps("always");
+        b.steps(cpu, "always");
         b.halide_gpu("stage_per_kernel", kBuilt);                                 // not timed yet
         b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");  // not timed for route_backward
         b.hand("cuda_naive", kNaiveBackward, "any count");
@@ -246,7 +252,6 @@ Table build(const std::string &op) {
         b.hand("cuda_tensor",
                "cuda_fused's two kernels an iteration with u_hat on the tensor cores in float32 accuracy (3xTF32; "
                "reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, in_dim <= 16");
-        b.steps();
     } else if (op == "digitcaps_backward") {
         // "cpu" (vectorised prediction gradients) beats "steps": 420.3 against 522.4 ms (one loaded run).
         b.halide_or_steps("cpu", "always");
@@ -259,7 +264,6 @@ Table build(const std::string &op) {
                "cuda_passes with no u_hat in memory: its passes are the forward cuda_tensor's, u_hat recomputed on "
                "the tensor cores each pass (3xTF32) (reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim, "
                "in_dim <= 16");
-        b.steps();
     } else if (op == "digitcaps_with_s") {
         // The fused layer's CPU schedules only.
         b.halide("cpu_passes", cpu, kBuilt);
@@ -270,7 +274,6 @@ Table build(const std::string &op) {
                "digitcaps' cuda_tensor with every iteration's s stored by its squash kernels "
                "(reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, in_dim <= 16",
                "any count, out_caps, out_dim and in_dim <= 16");  // bench 59.9 us
-        b.steps();
     } else if (op == "digitcaps_backward_with_s") {
         // cpu_phases: 197.7 against cpu's 475.6 ms of CPU time (one thread, same run, load 12).
         b.halide("cpu_phases", cpu, kBuilt);
@@ -281,7 +284,6 @@ Table build(const std::string &op) {
                "digitcaps_backward's cuda_tensor from the forward's s: no replay, each backward pass computing its c "
                "from the logits (reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim, in_dim <= 16",
                "any count, out_caps, out_dim and in_dim <= 16");  // bench 197.0 us
-        b.steps();
     } else if (op == "digitcaps_with_c") {
         b.hand("cuda_tensor",
                "digitcaps_with_s' cuda_tensor with every iteration's c stored too, by its agreement passes "
@@ -292,6 +294,13 @@ Table build(const std::string &op) {
                "digitcaps_backward_with_s' cuda_tensor reading the forward's c: no logits in its backward passes "
                "(reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim, in_dim <= 16",
                "any count, out_caps, out_dim and in_dim <= 16");
+    }
+    // Every op but squash and the *_with_c pair (whose c the steps do not
+    // keep) has the steps on every device: by name on the CPU, and on the
+    // GPU as the default where no row above applies.
+    if (op != "squash" && op.find("_with_c") == std::string::npos) {
+        b.steps(cpu);
+        b.steps_gpu();
     }
     b.rest();
     return std::move(b.t);
