@@ -230,15 +230,15 @@ Table build(const std::string &op) {
     } else if (op == "route") {
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("stage_per_kernel", kBuilt);  // 745 us (routing_fused's fused 1391); bench 752.0
-        b.hand("cuda_naive", std::string(kNaiveForward), "any count");  // bench 912.0 us
-        b.halide_gpu("fused", kBuilt);  // 1391 us; OpenCL's at the counts stage_per_kernel lacks
+        b.hand("cuda_naive", std::string(kNaiveForward));  // 888.5 us; steps 678.0 (H200, one run)
+        b.halide_gpu("fused", kBuilt);  // 774.6 us, the default at 1 and 5
     } else if (op == "route_backward") {
         // The per-iteration kernels against the unrolled "cpu", which computes every stage
         // whole: 162.3 against 190.1 ms (2-core build machine).
         b.steps(cpu, "always");
         b.halide_gpu("stage_per_kernel", kBuilt);                                 // not timed yet
         b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");  // not timed for route_backward
-        b.hand("cuda_naive", kNaiveBackward, "any count");
+        b.hand("cuda_naive", kNaiveBackward);
     } else if (op == "digitcaps") {
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("fused_split_all_vectors", kBuilt, nullptr, fused_split_check);  // 161.1 us
@@ -248,7 +248,7 @@ Table build(const std::string &op) {
                "two kernels an iteration, u_hat recomputed once an iteration (reference/cuda/digitcaps_cuda.cu; "
                "out_caps <= 16, out_dim <= 32, in_dim <= 16",
                "any count, out_caps <= 16, out_dim <= 32, in_dim <= 16");  // bench 206.4 us
-        b.hand("cuda_naive", kNaiveForward, "any count");                  // bench 1163.1 us
+        b.hand("cuda_naive", kNaiveForward);  // 1134.2 us, steps 735.7; at 4 iterations 1448.0 and 981.2 (H200)
         b.hand("cuda_tensor",
                "cuda_fused's two kernels an iteration with u_hat on the tensor cores in float32 accuracy (3xTF32; "
                "reference/cuda/digitcaps_tensor_cores.cu; out_caps, out_dim, in_dim <= 16");
@@ -259,7 +259,7 @@ Table build(const std::string &op) {
         b.halide_gpu("rows_predict", kBuilt);                                                          // 728.7 us
         b.halide_gpu("stage_per_kernel", kBuilt);                                                      // 3964.3 us
         b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");                       // bench 345.8 us
-        b.hand("cuda_naive", kNaiveBackward, "any count");  // bench 2725.6 us
+        b.hand("cuda_naive", kNaiveBackward);  // 2673.5 us, steps 2055.4; at 4 iterations 3444.4 and 2773.5 (H200)
         b.hand("cuda_tensor",
                "cuda_passes with no u_hat in memory: its passes are the forward cuda_tensor's, u_hat recomputed on "
                "the tensor cores each pass (3xTF32) (reference/cuda/digitcaps_backward_cuda.cu; out_caps, out_dim, "
@@ -297,7 +297,8 @@ Table build(const std::string &op) {
     }
     // Every op but squash and the *_with_c pair (whose c the steps do not
     // keep) has the steps on every device: by name on the CPU, and on the
-    // GPU as the default where no row above applies.
+    // GPU as the default where no row above applies (on CUDA ahead of
+    // cuda_naive, which they beat at every count timed).
     if (op != "squash" && op.find("_with_c") == std::string::npos) {
         b.steps(cpu);
         b.steps_gpu();
