@@ -229,9 +229,9 @@ Table build(const std::string &op) {
         b.halide_gpu("rows", "always");
     } else if (op == "route") {
         b.halide_or_steps("cpu", "always");
-        b.halide_gpu("stage_per_kernel", kBuilt);  // 745 us (routing_fused's fused 1391); bench 752.0
+        b.halide_gpu("stage_per_kernel", kBuilt);          // 745 us (routing_fused's fused 1391); bench 752.0
         b.hand("cuda_naive", std::string(kNaiveForward));  // 888.5 us; steps 678.0 (H200, one run)
-        b.halide_gpu("fused", kBuilt);  // 774.6 us, the default at 1 and 5
+        b.halide_gpu("fused", kBuilt);                     // 774.6 us, the default at 1 and 5
     } else if (op == "route_backward") {
         // The per-iteration kernels against the unrolled "cpu", which computes every stage
         // whole: 162.3 against 190.1 ms (2-core build machine).

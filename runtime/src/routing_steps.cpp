@@ -31,8 +31,7 @@ namespace {
 // slices of a caller's [iterations, ...] tensor may not, and are copied.
 class StepMemory {
 public:
-    StepMemory(const char *op, MemorySpace space, const Options &options)
-        : op_(op), space_(space), options_(options) {}
+    StepMemory(const char *op, MemorySpace space, const Options &options) : op_(op), space_(space), options_(options) {}
     ~StepMemory() {
 #if HALCAPS_WITH_CUDA
         if (device_buffers_.empty()) return;
@@ -276,8 +275,7 @@ Status run_routing_steps(const RoutingCall &c) {
     // The backward: routing's backward into grad_u_hat, then the prediction's gradients of it.
     TensorView grad_u_hat;
     if (Status s = st.memory.tensor("grad_u_hat", {x.B, x.I, x.J, x.E}, &grad_u_hat); !s.ok()) return s;
-    if (Status s = run_step_route_backward(st, u_hat, *c.b0, *c.grad_v, grad_u_hat, *c.grad_b0, c.routing_s);
-        !s.ok()) {
+    if (Status s = run_step_route_backward(st, u_hat, *c.b0, *c.grad_v, grad_u_hat, *c.grad_b0, c.routing_s); !s.ok()) {
         return s;
     }
     return predict_backward(grad_u_hat, *c.u, *c.W, *c.grad_u, *c.grad_W, st.options);
