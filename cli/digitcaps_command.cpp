@@ -267,8 +267,8 @@ CommonOptions add_common_options(CLI::App *cmd, RoutingArgs &a) {
     o.shape_flags.push_back(
         cmd->add_option("--out-dim,-E", a.shape.out_dim, "output capsule dimension E")->capture_default_str());
     cmd->add_option("--iterations,-r", a.iterations,
-                    "routing iterations (`halcaps info` lists the counts each implementation runs; the library "
-                    "refuses others)")
+                    "routing iterations, 1 to 32 (every op's default and 'steps' take any; `halcaps info` lists "
+                    "the counts each other implementation runs)")
         ->capture_default_str();
     auto *random_b0 =
         cmd->add_flag("--b0", a.with_b0, "pass random initial logits b0 [I, J] (default: none, i.e. zeros)");
