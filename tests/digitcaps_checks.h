@@ -403,11 +403,19 @@ inline void check_digitcaps_with_c(const std::string &impl, const DigitCapsShape
 }
 
 // Every implementation of route, digitcaps and their backward built for
-// `iterations`, on one fresh problem each, against the reference.
+// `iterations`, on one fresh problem each, against the reference (the
+// steps left out where with_steps is false: a test of their own covers them).
 inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0, bool backward = true,
-                      Device device = Device::cpu) {
+                      Device device = Device::cpu, bool with_steps = true) {
     INFO("seed " << seed() << ", " << name(shape, iterations, with_b0));
-    for (const auto &impl : implementations("route", iterations, device)) {
+    auto rows = [&](const char *op) {
+        std::vector<std::string> out;
+        for (const auto &impl : implementations(op, iterations, device)) {
+            if (with_steps || impl != "steps") out.push_back(impl);
+        }
+        return out;
+    };
+    for (const auto &impl : rows("route")) {
         INFO("route " << impl);
         DigitCapsProblem p(shape);
         const Status st =
@@ -422,21 +430,21 @@ inline void check_all(const DigitCapsShape &shape, int iterations, bool with_b0,
     }
     // The layer, and the layer keeping every iteration's s (routing_s checked too).
     for (const bool with_s : {false, true}) {
-        for (const auto &impl : implementations(with_s ? "digitcaps_with_s" : "digitcaps", iterations, device)) {
+        for (const auto &impl : rows(with_s ? "digitcaps_with_s" : "digitcaps")) {
             check_digitcaps_forward(impl, with_s, shape, iterations, with_b0, device);
         }
     }
     if (!backward) return;
-    for (const auto &impl : implementations("route_backward", iterations, device)) {
+    for (const auto &impl : rows("route_backward")) {
         check_route_backward(impl, shape, iterations, with_b0, device);
     }
-    for (const auto &impl : implementations("digitcaps_backward", iterations, device)) {
+    for (const auto &impl : rows("digitcaps_backward")) {
         check_digitcaps_backward(impl, shape, iterations, with_b0, device);
     }
-    for (const auto &impl : implementations("digitcaps_backward_with_s", iterations, device)) {
+    for (const auto &impl : rows("digitcaps_backward_with_s")) {
         check_digitcaps_backward_with_s(impl, shape, iterations, with_b0, device);
     }
-    for (const auto &impl : implementations("digitcaps_backward_with_c", iterations, device)) {
+    for (const auto &impl : rows("digitcaps_backward_with_c")) {
         check_digitcaps_with_c(impl, shape, iterations, with_b0, device);
     }
 }
