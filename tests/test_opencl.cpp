@@ -165,7 +165,7 @@ TEST_CASE("opencl: routing and the layer, every schedule, blog grid (a quarter f
 // iterations, b0 alternating; then every iteration count built with b0
 // given and absent, on a shape off every tile. The steps run in
 // routing_steps (at every count the same kernels), not here or in
-// routing_grid: on PoCL they added about 100 s to the two in a clean CI run.
+// routing_grid.
 TEST_CASE("opencl: routing and the layer, every schedule, odd sizes, every iteration count, b0 given and absent",
           "[opencl][routing_odd]") {
     const std::vector<DigitCapsShape> shapes = {{1, 1, 1, 1, 1},     {3, 7, 1, 11, 13},   {7, 13, 9, 7, 15},
