@@ -154,12 +154,6 @@ struct Steps {
                const std::vector<TensorView> &outputs, const std::vector<const char *> &names) const {
         return run_halide(c.op, kernel.function, c.device, options, inputs, outputs, {}, names);
     }
-    TensorView logits_shaped(const TensorView &t) const { return reshaped(t, {c.x.B, c.x.I, c.x.J}); }
-    TensorView s_shaped(const TensorView &t) const { return reshaped(t, {c.x.B, c.x.J, c.x.E}); }
-    static TensorView reshaped(TensorView t, std::vector<int64_t> shape) {
-        t.shape = std::move(shape);
-        return t;
-    }
 };
 
 // Every iteration's logits and s: logits[0] is b0 for every batch element
