@@ -140,10 +140,10 @@ TEST_CASE("opencl: prediction, every schedule, odd sizes and the fast paths' cor
     for (const auto &shape : odd_shapes()) check_predict_backward(shape, opencl_options());
 }
 
-// The blog's {4, 8} grid for every extent is 32 shapes; PoCL compiles each
-// kernel again for each new block size (out_caps and out_dim set several),
-// 0.3-9 s a kernel, and its compilation, not the runs, is what these tests
-// cost on a fresh build (a rerun from build/pocl_cache takes seconds). So a
+// The blog's {4, 8} grid for every extent is 32 shapes; PoCL's compilation
+// of each kernel (0.3-9 s, once per kernel with its work-group
+// specialisation off, tests/CMakeLists.txt), not the runs, is what these
+// tests cost on a fresh build (a rerun from build/pocl_cache takes seconds). So a
 // quarter fraction of the grid: the 8 shapes whose out_caps bit is the
 // parity of batch's and in_caps', and out_dim's that of in_caps' and
 // in_dim's (every extent at both values, every pair of batch, in_caps and
