@@ -133,82 +133,113 @@ void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
     }
 }
 
-// cpu_passes: each pass is one walk over (batch tile, chunk of input
-// capsules, quad of batch elements, batch element): W's chunk
-// (kPassInChunk capsules, 40 KB at MNIST) is read from L1/L2 once for each
-// quad of the tile, the quad's u_hat chunk computed together, then each
-// batch element's agreement, softmax and partial sum into s run on its part
-// of it. u_hat is recomputed each pass (r predictions, no B·I·J·E store)
-// and W is transposed once a call to e-innermost (an e row of u_hat is one
-// vector). A u_hat vector of the quad's kPassQuad batch elements is summed
-// over k in registers (a constant-size reduction at each vector of the
-// tile: kPassQuad independent FMA chains sharing each load of W; in memory,
-// each FMA's accumulator went through a store and a reload). Specialised for
-// out_dim one vector and in_dim 8 (k unrolled). Parallel over batch tiles of
-// kPassBatchTile. Built for digitcaps_fused_with_s, the CPU training pair's
-// forward (every pass's s is already whole, so routing_s copies it).
-// Measured: 40.0 ms at MNIST b128, 3 iterations, 2 threads (the median of
-// five runs' medians), against 74.7 with the accumulators in memory, on the
-// 2-core Xeon build machine.
-constexpr int kPassInChunk = 8, kPassBatchTile = 16, kPassQuad = 4;
+// cpu_lanes: every stage of a pass vectorised across input capsules, a
+// vector of them (a chunk) at a time, so that no stage reduces across a
+// vector's lanes: the chunk's u_hat, agreement, softmax over j and c are each
+// an i vector per (e, j) or j, and s is summed into one partial sum per lane
+// (rfactor) that is reduced across lanes once per batch element and pass.
+// A batch tile's pass walks the chunks; for each chunk the tile's W is
+// gathered to i-innermost once (80 KB at MNIST, from its contiguous block of
+// W; a whole-W transpose put each of a chunk's vectors on its own page), then
+// each group of kLanesGroup batch elements computes its u_hat chunk
+// (kLanesOutTile e rows of the group per step, summed over k in registers:
+// each load of W feeds kLanesGroup FMAs), then each batch element of the
+// group its agreement, softmax and partial sums. u_hat is recomputed each
+// pass (r predictions, no B·I·J·E store). Parallel over batch tiles.
+// Measured: 22.9 ms at MNIST b128, 3 iterations (digitcaps_with_s 24.2), on
+// the 2-core Xeon (AVX-512) build machine (`cpu` 43.4 in the same run).
+constexpr int kLanesBatchTile = 64, kLanesGroup = 4;
 
-void cpu_passes(const Target &target, FusedDigitCapsStages &f) {
+void cpu_lanes(const Target &target, FusedDigitCapsStages &f) {
     const int vec = target.natural_vector_size<float>();
+    // e rows per u_hat step: 4 x kLanesGroup accumulators fit AVX-512's 32
+    // vector registers; AVX2's 16 take 2 x kLanesGroup.
+    const int kLanesOutTile = vec >= 16 ? 4 : 2;
     const Var e = f.e, j = f.j, i = f.i, b = f.b;
-    if (f.W.defined()) {
-        Func W_by_e = f.W;
-        std::vector<Var> w = W_by_e.args();  // (k, e, j, i)
-        W_by_e.compute_root()
-            .reorder_storage(w[1], w[0], w[2], w[3])
-            .reorder(w[1], w[0], w[2], w[3])
-            .parallel(w[3])
-            .vectorize(w[1], vec, TailStrategy::GuardWithIf);
-    }
+    // u and b0 transposed once a call to i-innermost.
+    std::vector<Var> x = f.u.args();  // (k, i, b)
+    f.u.compute_root()
+        .reorder_storage(x[1], x[0], x[2])
+        .reorder(x[1], x[0], x[2])
+        .parallel(x[2])
+        .vectorize(x[1], vec, TailStrategy::GuardWithIf);
+    std::vector<Var> y = f.b0.args();  // (j, i)
+    f.b0.compute_root().reorder_storage(y[1], y[0]).reorder(y[1], y[0]).vectorize(y[1], vec, TailStrategy::GuardWithIf);
     for (size_t t = 0; t < f.passes.size(); t++) {
         FusedPass &p = f.passes[t];
-        const bool last = t + 1 == f.passes.size();
-        Var bo("bo"), bi("bi"), bq("bq"), bl("bl"), eo("eo"), ei("ei");
-        RVar io("io"), ii("ii");
-        p.s.compute_root().parallel(b).vectorize(e, vec, TailStrategy::GuardWithIf);
-        p.s.update()
-            .split(b, bo, bi, kPassBatchTile, TailStrategy::GuardWithIf)
-            .split(bi, bq, bl, kPassQuad, TailStrategy::GuardWithIf)
-            .split(f.ri, io, ii, kPassInChunk, TailStrategy::GuardWithIf)
-            .split(e, eo, ei, vec, TailStrategy::GuardWithIf)
-            .reorder(ei, eo, j, ii, bl, bq, io, bo)
-            .vectorize(ei)
-            .parallel(bo);
-        const LoopLevel chunk(p.s, bl), quad(p.s, bq);
+        Var ii("ii"), bo("bo"), bi("bi"), bg("bg"), bl("bl");
+        RVar rio("rio"), rii("rii");
+        p.s.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
+        Func lanes = p.s.update().split(f.ri, rio, rii, vec, TailStrategy::GuardWithIf).rfactor(rii, ii);
+        p.s.update().reorder(rii, e, j, b).split(b, bo, bi, kLanesBatchTile, TailStrategy::GuardWithIf).parallel(bo);
+        lanes.compute_at(p.s, bo).reorder_storage(ii, e, j, b).reorder(ii, e, j, b).vectorize(ii);
+        lanes.update()
+            .split(b, bg, bl, kLanesGroup, TailStrategy::GuardWithIf)
+            .reorder(ii, e, j, bl, bg, rio)
+            .vectorize(ii);
+        // The buffers of a chunk, a group and a chunk's W are allocated once
+        // per batch tile (hoist_storage) at their one-chunk sizes.
+        const LoopLevel chunk(lanes, bl), group(lanes, bg), per_tile(p.s, bo);
         if (p.u_hat.has_update_definition()) {
-            // The quad's chunk of u_hat, one e vector of kPassQuad batch
-            // elements at a time, each from a register-sized sum over k.
-            Var ueo("ueo"), uei("uei"), ubo("ubo"), ubi("ubi");
+            std::vector<Var> w = f.W.args();  // (k, e, j, i)
+            f.W.in(p.u_hat)
+                .compute_at(lanes, rio)
+                .hoist_storage(per_tile)
+                .bound_storage(w[3], vec)
+                .reorder_storage(w[3], w[0], w[1], w[2])
+                .reorder(w[3], w[0], w[1], w[2])
+                .vectorize(w[3], vec, TailStrategy::GuardWithIf);
+            Var ubo("ubo"), ubi("ubi"), ueo("ueo"), uei("uei");
             Func tile = p.u_hat.in();
-            tile.compute_at(quad)
-                .split(e, ueo, uei, vec, TailStrategy::GuardWithIf)
-                .split(b, ubo, ubi, kPassQuad, TailStrategy::GuardWithIf)
-                .reorder(uei, ubi, ueo, j, i, ubo)
-                .vectorize(uei)
-                .unroll(ubi);
-            tile.specialize(f.re.x.extent() == vec && f.rk.x.extent() == 8);
-            p.u_hat.compute_at(tile, ueo).vectorize(e).unroll(b);
-            p.u_hat.update().reorder(e, b, f.rk).vectorize(e).unroll(b);
-            p.u_hat.bound_storage(e, vec).bound_storage(b, kPassQuad);
+            tile.compute_at(group)
+                .hoist_storage(per_tile)
+                .bound_storage(i, vec)
+                .bound_storage(b, kLanesGroup)
+                .reorder_storage(i, e, j, b)
+                .split(b, ubo, ubi, kLanesGroup, TailStrategy::GuardWithIf)
+                .split(e, ueo, uei, kLanesOutTile, TailStrategy::GuardWithIf)
+                .reorder(i, ubi, uei, ueo, j, ubo)
+                .vectorize(i, vec, TailStrategy::GuardWithIf)
+                .unroll(ubi)
+                .unroll(uei);
+            p.u_hat.compute_at(tile, ueo)
+                .bound_storage(i, vec)
+                .bound_storage(b, kLanesGroup)
+                .bound_storage(e, kLanesOutTile)
+                .reorder_storage(i, e, j, b)
+                .vectorize(i)
+                .unroll(b, kLanesGroup, TailStrategy::GuardWithIf)
+                .unroll(e, kLanesOutTile, TailStrategy::GuardWithIf);
+            p.u_hat.update()
+                .reorder(i, b, e, f.rk)
+                .vectorize(i)
+                .unroll(b, kLanesGroup, TailStrategy::GuardWithIf)
+                .unroll(e, kLanesOutTile, TailStrategy::GuardWithIf);
         }
         if (p.agreement.defined()) {
             p.v_sum.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
-            p.agreement.compute_at(chunk);
-            p.agreement.update().atomic().vectorize(f.re, vec, TailStrategy::GuardWithIf);
+            p.agreement.compute_at(chunk)
+                .hoist_storage(per_tile)
+                .bound_storage(i, vec)
+                .bound_storage(b, 1)
+                .reorder_storage(i, j, b)
+                .reorder(i, j, b)
+                .vectorize(i, vec, TailStrategy::GuardWithIf);
+            p.agreement.update().reorder(i, f.re, j).vectorize(i, vec, TailStrategy::GuardWithIf);
         }
         for (Func m : {p.logit_max, p.exp_sum}) {
-            m.compute_at(chunk).vectorize(i, vec, TailStrategy::GuardWithIf);
+            m.compute_at(chunk).hoist_storage(per_tile).bound_storage(i, vec).bound_storage(b, 1).vectorize(
+                i, vec, TailStrategy::GuardWithIf);
             m.update().reorder(i, f.rj).vectorize(i, vec, TailStrategy::GuardWithIf);
         }
-        p.c.compute_at(chunk).vectorize(j, vec, TailStrategy::GuardWithIf);
-        // A batch element's c and agreement of a chunk on the stack (on the
-        // heap they were about 100 K allocations a call at MNIST b128).
-        p.c.store_in(MemoryType::Stack);
-        if (p.agreement.defined()) p.agreement.store_in(MemoryType::Stack);
+        p.c.compute_at(chunk)
+            .hoist_storage(per_tile)
+            .bound_storage(i, vec)
+            .bound_storage(b, 1)
+            .reorder_storage(i, j, b)
+            .reorder(i, j, b)
+            .vectorize(i, vec, TailStrategy::GuardWithIf);
+        const bool last = t + 1 == f.passes.size();
         Func v_t = last ? f.v : p.squash.v;
         if (!last) v_t.compute_root();
         v_t.parallel(b).vectorize(e, vec, TailStrategy::GuardWithIf);
@@ -775,7 +806,7 @@ void fused_split_all_vectors(const Target &target, FusedDigitCapsStages &f) {
 
 const ScheduleTable<FusedDigitCapsStages> kFusedSchedules = {
     {"fused_cpu", ScheduleTarget::cpu, fused_cpu},
-    {"cpu_passes", ScheduleTarget::cpu, cpu_passes},
+    {"cpu_lanes", ScheduleTarget::cpu, cpu_lanes},
     {"fused", ScheduleTarget::gpu, fused},
     {"fused_chunk8", ScheduleTarget::gpu, fused_chunk8},
     {"fused_split_all_vectors", ScheduleTarget::gpu, fused_split_all_vectors},

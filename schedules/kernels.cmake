@@ -83,6 +83,9 @@ halcaps_add_kernel(digitcaps_fused              fused_split_all_vectors cuda ITE
 # bench run); fused stays the default (ahead at b512).
 halcaps_add_kernel(digitcaps_fused              fused_chunk8      cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
+# cpu_lanes: every stage of a pass vectorised across input capsules; the
+# layer's CPU default at 3 iterations.
+halcaps_add_kernel(digitcaps_fused              cpu_lanes         cpu  ITERATIONS 3)
 # Routing alone in the same passes (generator routing_fused): u_hat read once
 # per iteration; the CUDA default for route.
 foreach (n IN ITEMS 1 3 5)
@@ -115,11 +118,10 @@ halcaps_add_kernel(digitcaps_backward           rows_vectors      cuda ITERATION
 # digitcaps_fused_with_s and digitcaps_backward_with_s). CPU at 1, 3 and 5
 # iterations; CUDA at 3, with the same schedules as the defaults of
 # digitcaps and digitcaps_backward and their fallbacks. On the CPU the
-# forward's default is cpu_passes (3.2x less CPU time than fused_cpu at MNIST
-# b128).
+# forward's default is cpu_lanes.
 foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused_with_s   fused_cpu         cpu  ITERATIONS ${n})
-    halcaps_add_kernel(digitcaps_fused_with_s   cpu_passes        cpu  ITERATIONS ${n})
+    halcaps_add_kernel(digitcaps_fused_with_s   cpu_lanes         cpu  ITERATIONS ${n})
     halcaps_add_kernel(digitcaps_backward_with_s cpu              cpu  ITERATIONS ${n})
 endforeach ()
 # The training pair's backward in three phases that store nothing of

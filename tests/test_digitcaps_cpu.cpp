@@ -36,7 +36,7 @@ TEST_CASE("routing: implementations are listed with their iteration counts", "[r
     REQUIRE(sorted(implementations("digitcaps_backward", 1)) == std::vector<std::string>{"cpu", "steps"});
     for (int n : {1, 3, 5}) {
         REQUIRE(sorted(implementations("digitcaps_with_s", n)) ==
-                std::vector<std::string>{"cpu_passes", "fused_cpu", "steps"});
+                std::vector<std::string>{"cpu_lanes", "fused_cpu", "steps"});
         REQUIRE(sorted(implementations("digitcaps_backward_with_s", n)) ==
                 (n == 5 ? std::vector<std::string>{"cpu", "steps"}
                         : std::vector<std::string>{"cpu", "cpu_phases", "steps"}));

@@ -145,14 +145,14 @@ TEST_CASE("implementations: the list has one row per name and device, each defau
 }
 
 TEST_CASE("implementations: a CPU default not built for the count falls through to the next row", "[implementations]") {
-    // digitcaps_with_s: cpu_passes where built (1, 3, 5), else fused_cpu (its
+    // digitcaps_with_s: cpu_lanes where built (1, 3, 5), else fused_cpu (its
     // unrolled kernel, or the per-iteration ones).
-    const auto cpu_passes = detail::built_iterations("digitcaps_fused_with_s", "cpu_passes", Device::cpu);
-    REQUIRE(!cpu_passes.empty());
+    const auto cpu_lanes = detail::built_iterations("digitcaps_fused_with_s", "cpu_lanes", Device::cpu);
+    REQUIRE(!cpu_lanes.empty());
     for (int n = 1; n <= kMaxRoutingIterations; n++) {
         INFO(n << " iterations");
-        const bool built = std::find(cpu_passes.begin(), cpu_passes.end(), n) != cpu_passes.end();
-        CHECK(default_implementation("digitcaps_with_s", Device::cpu, n) == (built ? "cpu_passes" : "fused_cpu"));
+        const bool built = std::find(cpu_lanes.begin(), cpu_lanes.end(), n) != cpu_lanes.end();
+        CHECK(default_implementation("digitcaps_with_s", Device::cpu, n) == (built ? "cpu_lanes" : "fused_cpu"));
         CHECK(default_implementation("route", Device::cpu, n) == "cpu");
         CHECK(default_implementation("route_backward", Device::cpu, n) == "steps");
     }

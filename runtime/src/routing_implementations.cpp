@@ -240,6 +240,7 @@ Table build(const std::string &op) {
         b.hand("cuda_passes", kPasses, "any count, out_caps and out_dim <= 32");  // not timed for route_backward
         b.hand("cuda_naive", kNaiveBackward);
     } else if (op == "digitcaps") {
+        b.halide("cpu_lanes", cpu, kBuilt);
         b.halide_or_steps("cpu", "always");
         b.halide_gpu("fused_split_all_vectors", kBuilt, nullptr, fused_split_check);  // 161.1 us
         b.halide_gpu("fused", kBuilt);                                                // 829.1 us
@@ -266,7 +267,7 @@ Table build(const std::string &op) {
                "in_dim <= 16");
     } else if (op == "digitcaps_with_s") {
         // The fused layer's CPU schedules only.
-        b.halide("cpu_passes", cpu, kBuilt);
+        b.halide("cpu_lanes", cpu, kBuilt);
         b.halide_or_steps("fused_cpu", "always");
         b.halide_gpu("fused_split_all_vectors", kBuilt, nullptr, fused_split_check);  // 170.2 us
         b.halide_gpu("fused", kBuilt);
