@@ -26,15 +26,37 @@ namespace {
 // loaded once for all of them.
 constexpr int kBatchTile = 2;
 
-// u_hat(e, j, i, b) of one batch element, computed at `at`: e vectors
-// accumulated over k (from W transposed to e-innermost), at in_dim 8 a row's
-// 8 FMAs in a register.
-void u_hat_per_batch_element(Func u_hat, const RoutingStages &r, LoopLevel at, int vec) {
-    Var eo("eo"), ei("ei");
-    u_hat.compute_at(at).vectorize(r.e, vec, TailStrategy::GuardWithIf);
-    Stage acc = u_hat.update();
-    acc.split(r.e, eo, ei, vec, TailStrategy::GuardWithIf).reorder(ei, r.b, r.rk, eo, r.j, r.i).vectorize(ei);
-    acc.specialize(r.rk.x.extent() == 8).unroll(r.rk);
+// u_hat(e, j, i, b) of the kBatchTile batch elements of `at`, as a wrapper
+// (u_hat.in()) computed there: e vectors from W transposed to e-innermost,
+// each summed over k in registers for kOutCapsTile capsules j of every
+// batch element of the tile at once (each load of W feeds kBatchTile FMAs,
+// each broadcast of u kOutCapsTile). Specialised to out_dim one vector and
+// in_dim 8.
+constexpr int kOutCapsTile = 5;
+
+void u_hat_per_batch_tile(Func u_hat, const RoutingStages &r, LoopLevel at, int vec) {
+    Var eo("eo"), ei("ei"), jo("jo"), ji("ji");
+    Func tile = u_hat.in();
+    tile.compute_at(at)
+        .split(r.e, eo, ei, vec, TailStrategy::GuardWithIf)
+        .split(r.j, jo, ji, kOutCapsTile, TailStrategy::GuardWithIf)
+        .reorder(ei, r.b, ji, eo, jo, r.i)
+        .vectorize(ei)
+        .unroll(r.b, kBatchTile, TailStrategy::GuardWithIf)
+        .unroll(ji);
+    tile.specialize(r.re.x.extent() == vec && r.rk.x.extent() == 8);
+    u_hat.compute_at(tile, eo)
+        .bound_storage(r.e, vec)
+        .bound_storage(r.b, kBatchTile)
+        .bound_storage(r.j, kOutCapsTile)
+        .vectorize(r.e)
+        .unroll(r.b, kBatchTile, TailStrategy::GuardWithIf)
+        .unroll(r.j, kOutCapsTile, TailStrategy::GuardWithIf);
+    u_hat.update()
+        .reorder(r.e, r.b, r.j, r.rk)
+        .vectorize(r.e)
+        .unroll(r.b, kBatchTile, TailStrategy::GuardWithIf)
+        .unroll(r.j, kOutCapsTile, TailStrategy::GuardWithIf);
 }
 
 // A sum over e of (j, i, b) (one or several as a Tuple) computed at `at`:
@@ -63,12 +85,12 @@ void j_sum_at(Func f, const RoutingStages &r, LoopLevel at, int vec) {
 // cpu_phases: each phase parallel over its outermost loop; the chain and
 // alpha phases one batch element at a time with every stage of that
 // element computed inside its loop (in L2), u_hat for kBatchTile of them at
-// once; grad_u over batch elements, grad_W and grad_b0 over input capsules,
-// grad_u_hat recomputed inside each (2m - 1 FMAs an element, never stored).
-// Measured: 197.7 ms of CPU time a call at MNIST b128, 3 iterations, one
-// thread, against digitcaps_backward_with_s' cpu 475.6 in the same process,
-// on the 2-core Xeon build machine at load 12 (wall, 2 threads, halcaps
-// bench: 560.8 ms against 1313.1, the pair's forward cpu_passes 198.4).
+// once; grad_u over chunks of input capsules, grad_W and grad_b0 over input
+// capsules, grad_u_hat recomputed inside each (2m - 1 FMAs an element, never
+// stored).
+// Measured: 105.4-139.5 ms at MNIST b128, 3 iterations, 2 threads, on the
+// 2-core Xeon (AVX-512) build machine (digitcaps_backward_with_s' cpu
+// 228.3-295.7 in the same runs; the pair's forward cpu_lanes 23.0-24.1).
 void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     const int vec = target.natural_vector_size<float>();
     const int m = st.iterations;
@@ -93,7 +115,7 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     st.beta.reorder(e, j, q, bi, bo).parallel(bo).unroll(q).vectorize(e, vec, TailStrategy::GuardWithIf);
     st.beta.specialize(st.capsnet_shape);
     const LoopLevel per_chain(st.beta, bi);
-    u_hat_per_batch_element(r.u_hat, r, LoopLevel(st.beta, bo), vec);
+    u_hat_per_batch_tile(r.u_hat, r, LoopLevel(st.beta, bo), vec);
     if (r.agreements.defined()) e_sums_at(r.agreements, r, per_chain, vec);
     for (auto &it : r.iterations) {
         it.logits.compute_at(per_chain).vectorize(j, vec, TailStrategy::GuardWithIf);
@@ -123,7 +145,7 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     st.alpha.split(b, bo, bi, kBatchTile, TailStrategy::GuardWithIf).reorder(j, q, i, bi, bo).parallel(bo).unroll(q);
     st.alpha.specialize(st.capsnet_shape);
     const LoopLevel per_alpha(st.alpha, bi);
-    u_hat_per_batch_element(st.u_hat, r, LoopLevel(st.alpha, bo), vec);
+    u_hat_per_batch_tile(st.u_hat, r, LoopLevel(st.alpha, bo), vec);
     e_sums_at(st.dots, r, per_alpha, vec);
     // The logits stored: inlined into the softmax's stages, the gradients
     // were NaN at u x 1e15 (the hard-input test).
@@ -134,24 +156,34 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
         st.g[t].compute_at(per_alpha).vectorize(j, vec, TailStrategy::GuardWithIf);
     }
 
-    // grads, at in_dim 8 (specialised) with k unrolled. grad_u: for each
-    // (i, b), the sums over j as e vectors (rfactor), one accumulator vector a
-    // k, from grad_u_hat's rows and W transposed to e-innermost; then the
-    // sums over e, one vector dot product each.
+    // grads, at in_dim 8 (specialised). grad_u: chunks of kGradUChunk input
+    // capsules (W's rows of them copied once to k-innermost, alpha's rows of
+    // a batch element contiguous), then for each batch element and capsule
+    // the sum over (e, j) as k vectors (in_dim 8: one AVX2 vector) in
+    // kGradUChains independent partial sums (rfactor over e), each term a
+    // broadcast of grad_u_hat (its (e, j) block computed just before, e
+    // vectors) times W's k vector: no sums across lanes.
     const int kvec = std::min(vec, 8);
     const Expr k8 = st.grad_W.output_buffer().dim(0).extent() == 8;  // grad_W's k extent is W's
     {
-        Var ev("ev");
-        st.grad_u.compute_root().parallel(b).vectorize(k, kvec, TailStrategy::GuardWithIf);
+        constexpr int kGradUChunk = 16, kGradUChains = 4;
+        Var io("io"), ii("ii"), xi("xi");
+        RVar rxo("rxo"), rxi("rxi");
+        st.grad_u.compute_root()
+            .split(i, io, ii, kGradUChunk, TailStrategy::GuardWithIf)
+            .reorder(k, ii, b, io)
+            .parallel(io)
+            .vectorize(k, kvec, TailStrategy::GuardWithIf);
         st.grad_u.specialize(st.capsnet_shape);
-        st.grad_u_value.compute_at(st.grad_u, b);
-        Func by_e = st.grad_u_value.update().rfactor(st.r_ej.x, ev);
-        st.grad_u_value.update().atomic().vectorize(st.r_ej.x, vec, TailStrategy::GuardWithIf);
-        by_e.compute_at(st.grad_u_value, i).reorder_storage(ev, k).vectorize(ev, vec, TailStrategy::GuardWithIf);
-        Stage acc = by_e.update();
-        acc.reorder(ev, k, st.r_ej.y).vectorize(ev, vec, TailStrategy::GuardWithIf);
-        acc.specialize(r.rk.x.extent() == 8).unroll(k);
-        st.grad_u_hat.in(by_e).compute_at(st.grad_u_value, i).vectorize(e, vec, TailStrategy::GuardWithIf);
+        st.grad_u_value.compute_at(st.grad_u, ii).vectorize(k, kvec, TailStrategy::GuardWithIf);
+        Func chains = st.grad_u_value.update()
+                          .split(st.r_ej.x, rxo, rxi, kGradUChains, TailStrategy::GuardWithIf)
+                          .rfactor(rxi, xi);
+        r.W.in(chains).compute_at(st.grad_u, io).vectorize(r.W.args()[0], kvec, TailStrategy::GuardWithIf);
+        st.grad_u_value.update().reorder(k, rxi).vectorize(k, kvec, TailStrategy::GuardWithIf);
+        chains.compute_at(st.grad_u, ii).vectorize(k, kvec, TailStrategy::GuardWithIf).unroll(xi);
+        chains.update().reorder(k, xi, rxo, st.r_ej.y).vectorize(k, kvec, TailStrategy::GuardWithIf).unroll(xi);
+        st.grad_u_hat.in(chains).compute_at(st.grad_u, ii).vectorize(e, vec, TailStrategy::GuardWithIf);
     }
     // grad_W: one input capsule at a time; for each j, its (e, k) sums over
     // the batch as e vectors (8 accumulators at in_dim 8), grad_u_hat's row
