@@ -118,10 +118,9 @@ def bench_steps(kind, args, report):
         warmup = 3 if "compile" in name else 2
         rows[name] = median_seconds(training_step(model, inputs, target), args.repeats, warmup, args.device)
         report(f"{kind:6s} step  {name:22s} {1e3 * rows[name]:9.2f} ms")
-    if kind == "layer":  # the other of the library's two training paths (halcaps.digitcaps picks by device)
-        keep = not args.device.startswith("cuda")
-        model = LayerModel("halcaps", args.iterations, save_routing_sums=keep).to(args.device)
-        name = "halcaps (keep s)" if keep else "halcaps (recompute s)"
+    if kind == "layer":  # the other of the library's two training paths (the default keeps s)
+        model = LayerModel("halcaps", args.iterations, save_routing_sums=False).to(args.device)
+        name = "halcaps (recompute s)"
         rows[name] = median_seconds(training_step(model, inputs, target), args.repeats, 2, args.device)
         report(f"{kind:6s} step  {name:22s} {1e3 * rows[name]:9.2f} ms")
     base = rows["halcaps"]
