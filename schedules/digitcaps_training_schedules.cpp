@@ -269,8 +269,14 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
         acc.specialize(k8).unroll(k);
     }
     st.grad_u_hat.in(st.grad_W_value).compute_at(st.grad_W_value, st.rb.x).vectorize(e, vec, TailStrategy::GuardWithIf);
-    st.grad_b0.compute_root().parallel(i);
-    st.grad_b0.update().reorder(j, st.rb, i).parallel(i);
+    // grad_b0: chunks of input capsules in parallel, each walking the batch
+    // with the chunk's sums in L1 (alpha read in its storage order; one
+    // capsule at a time over the batch, each read was a line of its own).
+    {
+        Var io("io"), ii("ii");
+        st.grad_b0.compute_root().parallel(i);
+        st.grad_b0.update().split(i, io, ii, 64, TailStrategy::GuardWithIf).reorder(j, ii, st.rb, io).parallel(io);
+    }
 }
 
 const ScheduleTable<TrainingBackwardStages> kPhasesSchedules = {
