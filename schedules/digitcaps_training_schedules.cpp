@@ -82,15 +82,15 @@ void j_sum_at(Func f, const RoutingStages &r, LoopLevel at, int vec) {
     f.update().reorder(r.i, r.rj).vectorize(r.i, vec, TailStrategy::GuardWithIf);
 }
 
-// cpu_phases: each phase parallel over its outermost loop; the chain and
-// alpha phases one batch element at a time with every stage of that
-// element computed inside its loop (in L2), u_hat for kBatchTile of them at
-// once; grad_u over chunks of input capsules, grad_W and grad_b0 over input
-// capsules, grad_u_hat recomputed inside each (2m - 1 FMAs an element, never
-// stored).
-// Measured: 105.4-139.5 ms at MNIST b128, 3 iterations, 2 threads, on the
-// 2-core Xeon (AVX-512) build machine (digitcaps_backward_with_s' cpu
-// 228.3-295.7 in the same runs; the pair's forward cpu_lanes 23.0-24.1).
+// cpu_phases: each phase parallel over its outermost loop; the chain phase
+// one batch element at a time with every stage of that element computed
+// inside its loop (in L2), u_hat for kBatchTile of them at once; the alpha
+// phase over chunks of input capsules as cpu_lanes runs a pass; grad_u and
+// grad_b0 over chunks of input capsules, grad_W over input capsules,
+// grad_u_hat recomputed inside each (2m - 1 FMAs an element, never stored).
+// Measured: 81.1 ms at MNIST b128, 3 iterations, 2 threads, on the 2-core
+// Xeon (AVX-512) build machine (bench/results/cpu-2core; digitcaps_backward_with_s'
+// cpu 248.5, the pair's forward cpu_lanes 22.8 in the same run).
 void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     const int vec = target.natural_vector_size<float>();
     const int m = st.iterations;
