@@ -41,7 +41,7 @@ else
     rows=(
         "predict|mnist_b128|cpu,naive-openmp,auto_mullapudi2016"
         "predict_backward|mnist_b128|cpu,naive-openmp,auto_mullapudi2016"
-        "digitcaps|mnist_b128|cpu,stage_per_op,auto_mullapudi2016"
+        "digitcaps|mnist_b128|cpu_lanes,stage_per_op,auto_mullapudi2016"
         "digitcaps_backward|mnist_b128|cpu,-,root_autodiff"
         "capsconv|seed|cpu,naive-openmp,auto_mullapudi2016"
     )
