@@ -32,6 +32,7 @@
 
 #include "common.h"
 #include "digitcaps_schedules.h"
+#include "lane_stages.h"
 #include "space_knobs.h"
 
 namespace halcaps {
@@ -138,33 +139,20 @@ void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
 // vector's lanes: the chunk's u_hat, agreement, softmax over j and c are each
 // an i vector per (e, j) or j, and s is summed into one partial sum per lane
 // (rfactor) that is reduced across lanes once per batch element and pass.
-// A batch tile's pass walks the chunks; for each chunk the tile's W is
-// gathered to i-innermost once (80 KB at MNIST, from its contiguous block of
-// W; a whole-W transpose put each of a chunk's vectors on its own page), then
-// each group of kLanesGroup batch elements computes its u_hat chunk
-// (kLanesOutTile e rows of the group per step, summed over k in registers:
-// each load of W feeds kLanesGroup FMAs), then each batch element of the
-// group its agreement, softmax and partial sums. u_hat is recomputed each
-// pass (r predictions, no B·I·J·E store). Parallel over batch tiles.
+// A batch tile's pass walks the chunks: for each chunk the tile's W rows
+// gathered to i-innermost, then each group of kLanesGroup batch elements
+// computes its u_hat chunk in registers (schedules/lane_stages.h), then each
+// batch element of the group its agreement, softmax and partial sums. u_hat
+// is recomputed each pass (r predictions, no B·I·J·E store). Parallel over
+// batch tiles.
 // Measured: 22.9 ms at MNIST b128, 3 iterations (digitcaps_with_s 24.2), on
 // the 2-core Xeon (AVX-512) build machine (`cpu` 43.4 in the same run).
 constexpr int kLanesBatchTile = 64, kLanesGroup = 4;
 
 void cpu_lanes(const Target &target, FusedDigitCapsStages &f) {
     const int vec = target.natural_vector_size<float>();
-    // e rows per u_hat step: 4 x kLanesGroup accumulators fit AVX-512's 32
-    // vector registers; AVX2's 16 take 2 x kLanesGroup.
-    const int kLanesOutTile = vec >= 16 ? 4 : 2;
     const Var e = f.e, j = f.j, i = f.i, b = f.b;
-    // u and b0 transposed once a call to i-innermost.
-    std::vector<Var> x = f.u.args();  // (k, i, b)
-    f.u.compute_root()
-        .reorder_storage(x[1], x[0], x[2])
-        .reorder(x[1], x[0], x[2])
-        .parallel(x[2])
-        .vectorize(x[1], vec, TailStrategy::GuardWithIf);
-    std::vector<Var> y = f.b0.args();  // (j, i)
-    f.b0.compute_root().reorder_storage(y[1], y[0]).reorder(y[1], y[0]).vectorize(y[1], vec, TailStrategy::GuardWithIf);
+    schedule_util::u_and_b0_i_innermost(f.u, f.b0, vec);
     for (size_t t = 0; t < f.passes.size(); t++) {
         FusedPass &p = f.passes[t];
         Var ii("ii"), bo("bo"), bi("bi"), bg("bg"), bl("bl");
@@ -177,68 +165,21 @@ void cpu_lanes(const Target &target, FusedDigitCapsStages &f) {
             .split(b, bg, bl, kLanesGroup, TailStrategy::GuardWithIf)
             .reorder(ii, e, j, bl, bg, rio)
             .vectorize(ii);
-        // The buffers of a chunk, a group and a chunk's W are allocated once
-        // per batch tile (hoist_storage) at their one-chunk sizes.
-        const LoopLevel chunk(lanes, bl), group(lanes, bg), per_tile(p.s, bo);
+        const LoopLevel per_b(lanes, bl), group(lanes, bg), chunk(lanes, rio), per_tile(p.s, bo);
         if (p.u_hat.has_update_definition()) {
-            std::vector<Var> w = f.W.args();  // (k, e, j, i)
-            f.W.in(p.u_hat)
-                .compute_at(lanes, rio)
-                .hoist_storage(per_tile)
-                .bound_storage(w[3], vec)
-                .reorder_storage(w[3], w[0], w[1], w[2])
-                .reorder(w[3], w[0], w[1], w[2])
-                .vectorize(w[3], vec, TailStrategy::GuardWithIf);
-            Var ubo("ubo"), ubi("ubi"), ueo("ueo"), uei("uei");
-            Func tile = p.u_hat.in();
-            tile.compute_at(group)
-                .hoist_storage(per_tile)
-                .bound_storage(i, vec)
-                .bound_storage(b, kLanesGroup)
-                .reorder_storage(i, e, j, b)
-                .split(b, ubo, ubi, kLanesGroup, TailStrategy::GuardWithIf)
-                .split(e, ueo, uei, kLanesOutTile, TailStrategy::GuardWithIf)
-                .reorder(i, ubi, uei, ueo, j, ubo)
-                .vectorize(i, vec, TailStrategy::GuardWithIf)
-                .unroll(ubi)
-                .unroll(uei);
-            p.u_hat.compute_at(tile, ueo)
-                .bound_storage(i, vec)
-                .bound_storage(b, kLanesGroup)
-                .bound_storage(e, kLanesOutTile)
-                .reorder_storage(i, e, j, b)
-                .vectorize(i)
-                .unroll(b, kLanesGroup, TailStrategy::GuardWithIf)
-                .unroll(e, kLanesOutTile, TailStrategy::GuardWithIf);
-            p.u_hat.update()
-                .reorder(i, b, e, f.rk)
-                .vectorize(i)
-                .unroll(b, kLanesGroup, TailStrategy::GuardWithIf)
-                .unroll(e, kLanesOutTile, TailStrategy::GuardWithIf);
+            schedule_util::u_hat_chunk_in_registers(p.u_hat, f.W, e, j, i, b, f.rk, chunk, group, per_tile, vec,
+                                                    kLanesGroup);
         }
         if (p.agreement.defined()) {
             p.v_sum.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
-            p.agreement.compute_at(chunk)
-                .hoist_storage(per_tile)
-                .bound_storage(i, vec)
-                .bound_storage(b, 1)
-                .reorder_storage(i, j, b)
-                .reorder(i, j, b)
-                .vectorize(i, vec, TailStrategy::GuardWithIf);
+            schedule_util::chunk_stage(p.agreement, i, j, b, per_b, per_tile, vec);
             p.agreement.update().reorder(i, f.re, j).vectorize(i, vec, TailStrategy::GuardWithIf);
         }
         for (Func m : {p.logit_max, p.exp_sum}) {
-            m.compute_at(chunk).hoist_storage(per_tile).bound_storage(i, vec).bound_storage(b, 1).vectorize(
-                i, vec, TailStrategy::GuardWithIf);
-            m.update().reorder(i, f.rj).vectorize(i, vec, TailStrategy::GuardWithIf);
+            schedule_util::chunk_stage(m, i, j, b, per_b, per_tile, vec);
+            schedule_util::update_over_i(m, i, f.rj, vec);
         }
-        p.c.compute_at(chunk)
-            .hoist_storage(per_tile)
-            .bound_storage(i, vec)
-            .bound_storage(b, 1)
-            .reorder_storage(i, j, b)
-            .reorder(i, j, b)
-            .vectorize(i, vec, TailStrategy::GuardWithIf);
+        schedule_util::chunk_stage(p.c, i, j, b, per_b, per_tile, vec);
         const bool last = t + 1 == f.passes.size();
         Func v_t = last ? f.v : p.squash.v;
         if (!last) v_t.compute_root();

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "common.h"
+#include "lane_stages.h"
 
 namespace halcaps {
 
@@ -144,14 +145,13 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
     // (a chunk) at a time, as the forward's cpu_lanes runs a pass (its sums
     // over e with beta's rows are then lane-parallel, not cross-lane sums):
     // over batch tiles of kAlphaTile, for each chunk W's rows gathered to
-    // i-innermost from W transposed (80 KB at MNIST), for each group of
-    // kAlphaGroup batch elements their u_hat chunk summed over k in
-    // registers, then each batch element's dots, logits, softmax and g.
+    // i-innermost, for each group of kAlphaGroup batch elements their u_hat
+    // chunk in registers (schedules/lane_stages.h), then each batch
+    // element's dots, logits, softmax and g.
     // alpha keeps its (j, q)-innermost storage for the grads phase (its
     // stores from the i vectors are scattered).
     {
         constexpr int kAlphaTile = 64, kAlphaGroup = 4;
-        const int out_tile = vec >= 16 ? 4 : 2;
         Var io("io"), ii("ii"), bg("bg"), bl("bl");
         st.alpha.compute_root().bound(q, 0, 2 * m).reorder_storage(j, q, i, b);
         st.alpha.split(b, bo, bi, kAlphaTile, TailStrategy::GuardWithIf)
@@ -162,68 +162,19 @@ void backward_phases_cpu(const Target &target, TrainingBackwardStages &st) {
             .unroll(q)
             .parallel(bo);
         const LoopLevel per_b(st.alpha, bl), group(st.alpha, bg), chunk(st.alpha, io), per_tile(st.alpha, bo);
-        std::vector<Var> x = r.u.args();  // (k, i, b)
-        r.u.in(st.u_hat)
-            .compute_root()
-            .reorder_storage(x[1], x[0], x[2])
-            .reorder(x[1], x[0], x[2])
-            .parallel(x[2])
-            .vectorize(x[1], vec, TailStrategy::GuardWithIf);
-        std::vector<Var> y = r.b0.args();  // (j, i)
-        r.b0.in(st.logits[0])
-            .compute_root()
-            .reorder_storage(y[1], y[0])
-            .vectorize(y[1], vec, TailStrategy::GuardWithIf);
-        std::vector<Var> w = r.W.args();  // (k, e, j, i)
-        r.W.in(st.u_hat)
-            .compute_at(chunk)
-            .hoist_storage(per_tile)
-            .bound_storage(w[3], vec)
-            .reorder_storage(w[3], w[0], w[1], w[2])
-            .reorder(w[3], w[0], w[1], w[2])
-            .vectorize(w[3], vec, TailStrategy::GuardWithIf);
-        Var ubo("ubo"), ubi("ubi"), ueo("ueo"), uei("uei");
-        Func tile = st.u_hat.in();
-        tile.compute_at(group)
-            .hoist_storage(per_tile)
-            .bound_storage(i, vec)
-            .bound_storage(b, kAlphaGroup)
-            .reorder_storage(i, e, j, b)
-            .split(b, ubo, ubi, kAlphaGroup, TailStrategy::GuardWithIf)
-            .split(e, ueo, uei, out_tile, TailStrategy::GuardWithIf)
-            .reorder(i, ubi, uei, ueo, j, ubo)
-            .vectorize(i, vec, TailStrategy::GuardWithIf)
-            .unroll(ubi)
-            .unroll(uei);
-        st.u_hat.compute_at(tile, ueo)
-            .bound_storage(i, vec)
-            .bound_storage(b, kAlphaGroup)
-            .bound_storage(e, out_tile)
-            .reorder_storage(i, e, j, b)
-            .vectorize(i)
-            .unroll(b, kAlphaGroup, TailStrategy::GuardWithIf)
-            .unroll(e, out_tile, TailStrategy::GuardWithIf);
-        st.u_hat.update()
-            .reorder(i, b, e, r.rk)
-            .vectorize(i)
-            .unroll(b, kAlphaGroup, TailStrategy::GuardWithIf)
-            .unroll(e, out_tile, TailStrategy::GuardWithIf);
-        // A batch element's (j, chunk) stages, allocated once per tile.
-        auto per_b_stage = [&](Func f) {
-            f.compute_at(per_b).hoist_storage(per_tile).bound_storage(i, vec).bound_storage(b, 1);
-            if (f.dimensions() == 3) f.reorder_storage(i, j, b).reorder(i, j, b);
-            f.vectorize(i, vec, TailStrategy::GuardWithIf);
-        };
-        per_b_stage(st.dots);
+        schedule_util::u_and_b0_i_innermost(r.u.in(st.u_hat), r.b0.in(st.logits[0]), vec);
+        schedule_util::u_hat_chunk_in_registers(st.u_hat, r.W, e, j, i, b, r.rk, chunk, group, per_tile, vec,
+                                                kAlphaGroup);
+        schedule_util::chunk_stage(st.dots, i, j, b, per_b, per_tile, vec);
         st.dots.update().reorder(i, r.re, j).vectorize(i, vec, TailStrategy::GuardWithIf);
         // The logits stored: inlined into the softmax's stages, the gradients
         // were NaN at u x 1e15 (the hard-input test).
         for (int t = 0; t < m; t++) {
             for (Func f : {st.logits[t], st.c[t], st.g[t], st.logit_max[t], st.exp_sum[t], st.c_dot_grad_c[t]}) {
-                per_b_stage(f);
+                schedule_util::chunk_stage(f, i, j, b, per_b, per_tile, vec);
             }
             for (Func f : {st.logit_max[t], st.exp_sum[t], st.c_dot_grad_c[t]}) {
-                f.update().reorder(i, r.rj).vectorize(i, vec, TailStrategy::GuardWithIf);
+                schedule_util::update_over_i(f, i, r.rj, vec);
             }
         }
     }
