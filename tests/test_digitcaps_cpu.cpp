@@ -240,3 +240,33 @@ TEST_CASE("routing: Halide's autodiff backward agrees with the hand-derived one"
         require_close("grad_b0 (layer)", ad.grad_b0, to_double(hand.grad_b0), 1e-4, max_abs(to_double(hand.grad_u)));
     }
 }
+
+TEST_CASE("digitcaps cpu: the training pair's host blocks are kept, reused as if fresh, and released",
+          "[routing][host_blocks]") {
+    // The backward's alpha at this shape is 2m·B·I·J floats (4.4 MB), kept
+    // when a call ends. A call on other inputs in between leaves its values
+    // in the blocks a repeated call then reuses: the repeat must give the
+    // same bits as the first call.
+    INFO("seed " << seed());
+    const DigitCapsShape s{16, 1152, 8, 10, 16};
+    REQUIRE(release_cached_host_memory().ok());
+    REQUIRE(cached_host_memory_bytes() == 0);
+    DigitCapsProblem first(s), other(s);
+    std::vector<float> routing_s = nan_filled(3 * first.s.v_size()), other_s = routing_s;
+    REQUIRE(run_training_pair("cpu_phases", first, routing_s, 3, true, Device::cpu, true).ok());
+    const size_t kept = cached_host_memory_bytes();
+    INFO("kept after one pair: " << kept << " bytes");
+    REQUIRE(kept >= size_t(6) * 16 * 1152 * 10 * sizeof(float));
+    const std::vector<float> grad_u = first.grad_u, grad_W = first.grad_W, grad_b0 = first.grad_b0;
+    REQUIRE(run_training_pair("cpu_phases", other, other_s, 3, true, Device::cpu, true).ok());
+    // Each call takes back what it kept: the cache does not grow with calls of one shape.
+    REQUIRE(cached_host_memory_bytes() == kept);
+    first.grad_u = nan_filled(grad_u.size()), first.grad_W = nan_filled(grad_W.size());
+    first.grad_b0 = nan_filled(grad_b0.size());
+    REQUIRE(backward_with_s("cpu_phases", first, routing_s, 3, true, Device::cpu, true).ok());
+    REQUIRE(first.grad_u == grad_u);
+    REQUIRE(first.grad_W == grad_W);
+    REQUIRE(first.grad_b0 == grad_b0);
+    REQUIRE(release_cached_host_memory().ok());
+    REQUIRE(cached_host_memory_bytes() == 0);
+}

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "cuda_support.h"
+#include "host_blocks.h"
 
 namespace halcaps::detail {
 
@@ -20,6 +21,11 @@ void on_halide_error(void *user_context, const char *message) {
         std::fprintf(stderr, "halcaps: Halide error outside a call: %s\n", message);
     }
 }
+
+// Before main, so that no kernel allocates through Halide's default
+// allocator first; run_halide installs it too (once) for callers that run
+// during static initialisation.
+const bool host_block_cache_installed = (install_host_block_cache(), true);
 
 void install_error_handler() {
     static std::once_flag installed;
@@ -146,6 +152,7 @@ Status run_halide(const char *op, const HalideFunction &kernel, Device device, c
                   const std::vector<TensorView> &inputs, const std::vector<TensorView> &outputs,
                   const std::vector<int32_t> &scalars, const std::vector<const char *> &names) {
     install_error_handler();
+    install_host_block_cache();
     if (names.size() != inputs.size() + outputs.size()) {
         return {StatusCode::internal_error, std::string(op) + ": " + std::to_string(names.size()) +
                                                 " tensor names for " + std::to_string(inputs.size() + outputs.size()) +

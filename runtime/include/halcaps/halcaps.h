@@ -7,6 +7,7 @@
 // host tensors (README, "The OpenCL build").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -275,6 +276,14 @@ std::string opencl_device_name();
 // shapes), and a call that does so waits for the device too. No-op without
 // a CUDA device.
 Status release_cached_device_memory();
+
+// The Halide kernels' host intermediates of 1 MiB or more (the CPU training
+// backward's alpha, 35 MB at MNIST b128) are kept when a call ends, and later
+// calls reuse them instead of mapping and faulting in fresh pages; at most
+// 256 MiB is kept. cached_host_memory_bytes() is what is kept now (none in
+// use by a call); release_cached_host_memory() hands it back to the C heap.
+Status release_cached_host_memory();
+size_t cached_host_memory_bytes();
 const char *device_name(Device device);
 
 }  // namespace halcaps
