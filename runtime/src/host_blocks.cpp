@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -115,6 +116,10 @@ size_t held_host_bytes() {
 void install_host_block_cache() {
     static std::once_flag installed;
     std::call_once(installed, [] {
+        // HALCAPS_HOST_BLOCK_CACHE=0 leaves Halide's default allocator in
+        // place (for memory checkers, and to time a kernel without the cache).
+        const char *setting = std::getenv("HALCAPS_HOST_BLOCK_CACHE");
+        if (setting != nullptr && std::string(setting) == "0") return;
         halide_set_custom_malloc(allocate);
         halide_set_custom_free(release);
     });
