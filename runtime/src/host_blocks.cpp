@@ -38,13 +38,27 @@ struct Header {
 
 Header *header_of(void *p) { return static_cast<Header *>(p) - 1; }
 
+// The pointer handed out from a block malloc returned: past the header,
+// aligned up to kAlignment.
+void *aligned_in(void *block) {
+    const uintptr_t start = reinterpret_cast<uintptr_t>(block) + sizeof(Header);
+    return reinterpret_cast<void *>((start + kAlignment - 1) / kAlignment * kAlignment);
+}
+
 std::mutex held_mutex;
-std::vector<std::pair<size_t, void *>> held;  // (capacity, pointer), free for reuse
 size_t held_bytes = 0;
+// (capacity, block as malloc returned it), free for reuse. Never destroyed,
+// and holding the blocks' own addresses, so that a leak checker at exit
+// finds every held block reachable.
+std::vector<std::pair<size_t, void *>> &held_list() {
+    static auto *list = new std::vector<std::pair<size_t, void *>>();
+    return *list;
+}
 
 // The smallest held block of `bytes` to 2 x `bytes`, taken off the list; null if none.
 void *take_held(size_t bytes) {
     std::lock_guard<std::mutex> lock(held_mutex);
+    auto &held = held_list();
     size_t best = held.size();
     for (size_t n = 0; n < held.size(); n++) {
         const size_t capacity = held[n].first;
@@ -53,10 +67,10 @@ void *take_held(size_t bytes) {
         }
     }
     if (best == held.size()) return nullptr;
-    void *p = held[best].second;
+    void *block = held[best].second;
     held_bytes -= held[best].first;
     held.erase(held.begin() + static_cast<std::ptrdiff_t>(best));
-    return p;
+    return aligned_in(block);
 }
 
 void *allocate(void * /*user_context*/, size_t bytes) {
@@ -67,8 +81,7 @@ void *allocate(void * /*user_context*/, size_t bytes) {
     // call, and the backward makes ~150 K small allocations a call.
     void *block = std::malloc(bytes + sizeof(Header) + kAlignment);
     if (block == nullptr) return nullptr;
-    const uintptr_t start = reinterpret_cast<uintptr_t>(block) + sizeof(Header);
-    void *p = reinterpret_cast<void *>((start + kAlignment - 1) / kAlignment * kAlignment);
+    void *p = aligned_in(block);
     *header_of(p) = {kMagic, bytes, block};
     return p;
 }
@@ -83,7 +96,7 @@ void release(void *user_context, void *p) {
     if (header->capacity >= kSmallestKept) {
         std::lock_guard<std::mutex> lock(held_mutex);
         if (held_bytes + header->capacity <= kMostHeld) {
-            held.emplace_back(header->capacity, p);
+            held_list().emplace_back(header->capacity, header->block);
             held_bytes += header->capacity;
             return;
         }
@@ -98,13 +111,12 @@ void release_held_host_blocks() {
     std::vector<std::pair<size_t, void *>> blocks;
     {
         std::lock_guard<std::mutex> lock(held_mutex);
-        blocks.swap(held);
+        blocks.swap(held_list());
         held_bytes = 0;
     }
     for (auto &held_block : blocks) {
-        Header *header = header_of(held_block.second);
-        header->magic = 0;
-        std::free(header->block);
+        header_of(aligned_in(held_block.second))->magic = 0;
+        std::free(held_block.second);
     }
 }
 
