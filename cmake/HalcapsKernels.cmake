@@ -147,7 +147,7 @@ endfunction()
 # the punctuation, the generator gets it with ':' for '=' (its command line
 # splits parameters at '='), and the runtime knows it by the name as given.
 function(halcaps_add_kernel generator schedule device)
-    cmake_parse_arguments(PARSE_ARGV 3 ARG "" "ITERATIONS;AUTOSCHEDULER;PLUGIN" "")
+    cmake_parse_arguments(PARSE_ARGV 3 ARG "" "ITERATIONS;AUTOSCHEDULER;PLUGIN" "PARAMS")
     if (device STREQUAL "cuda" AND HALCAPS_HAVE_OPENCL)
         halcaps_opencl_exclusion(excluded ${generator} "${schedule}")
         if (NOT excluded)
@@ -172,6 +172,8 @@ function(halcaps_add_kernel generator schedule device)
         set(name ${prefix}${generator}_${iterations}it__${schedule_id})
         list(APPEND params iterations=${iterations})
     endif ()
+    # PARAMS: the generator's other parameters (an algorithm form a schedule needs).
+    list(APPEND params ${ARG_PARAMS})
     set(autoscheduler "")
     if ((ARG_AUTOSCHEDULER AND NOT TARGET ${ARG_AUTOSCHEDULER}) OR (ARG_PLUGIN AND NOT TARGET ${ARG_PLUGIN}))
         return()

@@ -496,12 +496,20 @@ public:
 // v[t-1]), one agreement a pass. r passes cost r predictions plus r - 1
 // agreements (each 1/K of a prediction), against the 2r-1 predictions of
 // recomputing u_hat for every use in DigitCaps.
-void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
+//
+// first_pass_as_gemm: pass 0's logits are b0 alone, so its c does not depend
+// on the batch element, and its s = sum over (k, i) of (c W) u, one matrix
+// product of J·E x I·K by I·K x B: no u_hat and no softmax per batch element
+// (the same value; float32 rounds the products in another order).
+void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations, bool first_pass_as_gemm = false) {
     Var e = f.e, j = f.j, i = f.i, b = f.b;
     for (int t = 0; t < iterations; t++) {
         halcaps::FusedPass p;
         const std::string n = "pass" + std::to_string(t) + "_";
-        if (f.u_hat_given.defined()) {
+        const bool gemm = first_pass_as_gemm && t == 0 && !f.u_hat_given.defined();
+        if (gemm) {
+            // p.u_hat stays undefined; weighted_W is defined below, from c.
+        } else if (f.u_hat_given.defined()) {
             p.u_hat = Func(n + "u_hat");
             p.u_hat(e, j, i, b) = f.u_hat_given(e, j, i, b);
         } else {
@@ -524,7 +532,15 @@ void define_fused_digitcaps(halcaps::FusedDigitCapsStages &f, int iterations) {
         p.logits(j, i, b) = logits;
         const Softmax softmax = define_softmax(n, p.logits, j, i, b, f.rj, false);
         p.logit_max = softmax.logit_max, p.exp_sum = softmax.exp_sum, p.c = softmax.c;
-        p.s = sum_over(n + "s", {e, j, b}, f.ri, p.c(j, f.ri, b) * p.u_hat(e, j, f.ri, b));
+        if (gemm) {
+            Var k("k");
+            p.weighted_W = Func(n + "weighted_W");
+            p.weighted_W(k, e, j, i) = p.c(j, i, 0) * f.W(k, e, j, i);
+            p.s = sum_over(n + "s", {e, j, b}, f.r_ki,
+                           p.weighted_W(f.r_ki.x, e, j, f.r_ki.y) * f.u(f.r_ki.x, f.r_ki.y, b));
+        } else {
+            p.s = sum_over(n + "s", {e, j, b}, f.ri, p.c(j, f.ri, b) * p.u_hat(e, j, f.ri, b));
+        }
         p.squash = define_squash(n + "squash", p.s, e, {j, b}, f.re);
         f.passes.push_back(p);
     }
@@ -563,12 +579,14 @@ public:
 // The fused layer's algorithm over the inputs u, W and b0 of a generator
 // (DigitCapsFused, DigitCapsFusedWithS).
 template <typename In3, typename In4, typename In2>
-void define_fused_layer(halcaps::FusedDigitCapsStages &f, In3 &u, In4 &W, In2 &b0, int iterations) {
+void define_fused_layer(halcaps::FusedDigitCapsStages &f, In3 &u, In4 &W, In2 &b0, int iterations,
+                        bool first_pass_as_gemm) {
     f.e = Var("e"), f.j = Var("j"), f.i = Var("i"), f.b = Var("b");
     f.ri = RDom(0, W.dim(3).extent(), "ri");
     f.rj = RDom(0, W.dim(2).extent(), "rj");
     f.re = RDom(0, W.dim(1).extent(), "re");
     f.rk = RDom(0, u.dim(0).extent(), "rk");
+    f.r_ki = RDom(0, u.dim(0).extent(), 0, W.dim(3).extent(), "r_ki");
     // u read through prediction_u's clamps: the fused_split variants
     // compute a thread's whole tile of batch elements past the batch's
     // end (those are never stored, or stored in padding), and read u there.
@@ -585,7 +603,7 @@ void define_fused_layer(halcaps::FusedDigitCapsStages &f, In3 &u, In4 &W, In2 &b
         f.W(k, e, j, i) = W(k, e, j, clamp(i, 0, W.dim(3).extent() - 1));
     }
     f.b0 = wrap("b0_in", b0);
-    define_fused_digitcaps(f, iterations);
+    define_fused_digitcaps(f, iterations, first_pass_as_gemm);
     require_dense(u), require_dense(W), require_dense(b0);
     u.set_estimates({{0, kInDim}, {0, kInCaps}, {0, kBatch}});
     W.set_estimates({{0, kInDim}, {0, kOutDim}, {0, kOutCaps}, {0, kInCaps}});
@@ -596,14 +614,15 @@ class DigitCapsFused : public Generator<DigitCapsFused> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "fused"};
     GeneratorParam<int> iterations{"iterations", 3, 1, 16};
-    Input<Buffer<float, 3>> u{"u"};    // (k, i, b)
-    Input<Buffer<float, 4>> W{"W"};    // (k, e, j, i)
-    Input<Buffer<float, 2>> b0{"b0"};  // (j, i)
-    Output<Buffer<float, 3>> v{"v"};   // (e, j, b)
+    GeneratorParam<bool> first_pass_as_gemm{"first_pass_as_gemm", false};  // define_fused_digitcaps
+    Input<Buffer<float, 3>> u{"u"};                                        // (k, i, b)
+    Input<Buffer<float, 4>> W{"W"};                                        // (k, e, j, i)
+    Input<Buffer<float, 2>> b0{"b0"};                                      // (j, i)
+    Output<Buffer<float, 3>> v{"v"};                                       // (e, j, b)
 
     void generate() {
         halcaps::FusedDigitCapsStages f;
-        define_fused_layer(f, u, W, b0, iterations);
+        define_fused_layer(f, u, W, b0, iterations, first_pass_as_gemm);
         v(f.e, f.j, f.b) = f.passes.back().squash.v(f.e, f.j, f.b);
         f.v = v;
         require_dense(v);
@@ -620,15 +639,16 @@ class DigitCapsFusedWithS : public Generator<DigitCapsFusedWithS> {
 public:
     GeneratorParam<std::string> schedule{"schedule", "fused"};
     GeneratorParam<int> iterations{"iterations", 3, 1, 16};
-    Input<Buffer<float, 3>> u{"u"};                   // (k, i, b)
-    Input<Buffer<float, 4>> W{"W"};                   // (k, e, j, i)
-    Input<Buffer<float, 2>> b0{"b0"};                 // (j, i)
-    Output<Buffer<float, 3>> v{"v"};                  // (e, j, b)
-    Output<Buffer<float, 4>> routing_s{"routing_s"};  // (e, j, b, t)
+    GeneratorParam<bool> first_pass_as_gemm{"first_pass_as_gemm", false};  // define_fused_digitcaps
+    Input<Buffer<float, 3>> u{"u"};                                        // (k, i, b)
+    Input<Buffer<float, 4>> W{"W"};                                        // (k, e, j, i)
+    Input<Buffer<float, 2>> b0{"b0"};                                      // (j, i)
+    Output<Buffer<float, 3>> v{"v"};                                       // (e, j, b)
+    Output<Buffer<float, 4>> routing_s{"routing_s"};                       // (e, j, b, t)
 
     void generate() {
         halcaps::FusedDigitCapsStages f;
-        define_fused_layer(f, u, W, b0, iterations);
+        define_fused_layer(f, u, W, b0, iterations, first_pass_as_gemm);
         v(f.e, f.j, f.b) = f.passes.back().squash.v(f.e, f.j, f.b);
         f.v = v;
         f.t = Var("t");

@@ -136,18 +136,23 @@ struct AutodiffStages {
 // v[t] (B·J·E floats) links one pass to the next, so a GPU schedule can run a
 // pass as one kernel whose u_hat never leaves registers / shared memory.
 struct FusedPass {
-    Halide::Func u_hat;      // (e, j, i, b): W u for this pass; init + update over rk
-                             // (routing_fused: pure, a read of the input)
-    Halide::Func v_sum;      // (e, j, b): v[0] + ... + v[t-1] (pure; pass t-1's v_sum + v[t-1]
-                             // from pass 2 on); undefined for pass 0
-    Halide::Func agreement;  // (j, i, b): sum over e of u_hat * v_sum; init + update over re.
-                             // Undefined for pass 0
-    Halide::Func logits;     // (j, i, b): b0 (+ agreement) (pure)
-    Halide::Func logit_max;  // (i, b): max over j; init + update
-    Halide::Func exp_sum;    // (i, b): sum over j of exp(logits - logit_max); init + update
-    Halide::Func c;          // (j, i, b): softmax over j
-    Halide::Func s;          // (e, j, b): sum over i of c * u_hat; init + update over ri
-    SquashStages squash;     // v[t](e, j, b) = squash(s)
+    Halide::Func u_hat;       // (e, j, i, b): W u for this pass; init + update over rk
+                              // (routing_fused: pure, a read of the input). Undefined for
+                              // pass 0 in the first-pass-as-GEMM form (weighted_W)
+    Halide::Func weighted_W;  // first-pass-as-GEMM form, pass 0 only: (k, e, j, i) c * W, whose c
+                              // (from b0 alone) does not depend on the batch element, so that
+                              // s = sum over (k, i) of weighted_W * u, a matrix product
+    Halide::Func v_sum;       // (e, j, b): v[0] + ... + v[t-1] (pure; pass t-1's v_sum + v[t-1]
+                              // from pass 2 on); undefined for pass 0
+    Halide::Func agreement;   // (j, i, b): sum over e of u_hat * v_sum; init + update over re.
+                              // Undefined for pass 0
+    Halide::Func logits;      // (j, i, b): b0 (+ agreement) (pure)
+    Halide::Func logit_max;   // (i, b): max over j; init + update
+    Halide::Func exp_sum;     // (i, b): sum over j of exp(logits - logit_max); init + update
+    Halide::Func c;           // (j, i, b): softmax over j
+    Halide::Func s;           // (e, j, b): sum over i of c * u_hat; init + update over ri
+                              // (weighted_W's form: over r_ki; c is then read at b = 0 only)
+    SquashStages squash;      // v[t](e, j, b) = squash(s)
 };
 
 struct FusedDigitCapsStages {
@@ -160,6 +165,7 @@ struct FusedDigitCapsStages {
     Halide::Var e, j, i, b;
     Halide::Var t;                // routing_s's iteration index
     Halide::RDom ri, rj, re, rk;  // over in_caps, out_caps, out_dim, in_dim
+    Halide::RDom r_ki;            // over (in_dim, in_caps): pass 0's s in weighted_W's form
 };
 
 }  // namespace halcaps

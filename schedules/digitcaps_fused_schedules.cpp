@@ -144,42 +144,101 @@ void fused_cpu(const Target &target, FusedDigitCapsStages &f) {
 // computes its u_hat chunk in registers (schedules/lane_stages.h), then each
 // batch element of the group its agreement, softmax and partial sums. u_hat
 // is recomputed each pass (r predictions, no B·I·J·E store). Parallel over
-// batch tiles.
-// Measured: 22.9 ms at MNIST b128, 3 iterations (digitcaps_with_s 24.2), on
-// the 2-core Xeon (AVX-512) build machine (`cpu` 43.4 in the same run).
+// batch tiles. Built in the first-pass-as-GEMM form, pass 0 is a matrix
+// product instead (first_pass_as_gemm below).
+// Measured: 21.1 ms at MNIST b128, 3 iterations, on the 2-core Xeon (AVX-512)
+// build machine (`cpu` 30.4 in the same run).
 constexpr int kLanesBatchTile = 64, kLanesGroup = 4;
+
+// Pass 0 in the first-pass-as-GEMM form (FusedPass::weighted_W): s = c W
+// times u over (k, i) as a blocked matrix product. Each thread takes a batch
+// tile; for each chunk of kGemmChunk input capsules it computes the chunk's
+// c W (e-innermost, 327 KB at MNIST, L2-resident), then sums it into tiles
+// of kGemmJ out_caps x kGemmB batch elements, each an out_dim vector, in
+// registers (an rfactor over the chunks: one read and write of s per chunk
+// and tile). c is computed once, for b = 0 only.
+constexpr int kGemmChunk = 64, kGemmJ = 5, kGemmB = 4;
+
+void first_pass_as_gemm(FusedPass &p, const FusedDigitCapsStages &f, int vec) {
+    const Var e = f.e, j = f.j, b = f.b;
+    p.logit_max.compute_root();
+    p.exp_sum.compute_root();
+    p.c.compute_root();
+    Var eo("eo"), ei("ei"), jo("jo"), ji("ji"), bm("bm"), bt("bt"), io("io");
+    RVar rk = f.r_ki.x, rio("rio"), rii("rii");
+    p.s.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
+    Func chunk_sums = p.s.update().split(f.r_ki.y, rio, rii, kGemmChunk, TailStrategy::GuardWithIf).rfactor(rio, io);
+    p.s.update()
+        .split(e, eo, ei, vec, TailStrategy::GuardWithIf)
+        .split(j, jo, ji, kGemmJ, TailStrategy::GuardWithIf)
+        .split(b, bm, bt, kGemmB, TailStrategy::GuardWithIf)
+        .reorder(ei, ji, bt, eo, bm, rio, jo)
+        .vectorize(ei)
+        .unroll(ji)
+        .unroll(bt)
+        .parallel(jo);
+    chunk_sums.compute_at(p.s, eo)
+        .bound_storage(e, vec)
+        .bound_storage(j, kGemmJ)
+        .bound_storage(b, kGemmB)
+        .vectorize(e, vec, TailStrategy::GuardWithIf)
+        .unroll(j, kGemmJ, TailStrategy::GuardWithIf)
+        .unroll(b, kGemmB, TailStrategy::GuardWithIf);
+    chunk_sums.update()
+        .reorder(e, j, b, rk, rii)
+        .vectorize(e, vec, TailStrategy::GuardWithIf)
+        .unroll(j, kGemmJ, TailStrategy::GuardWithIf)
+        .unroll(b, kGemmB, TailStrategy::GuardWithIf);
+    std::vector<Var> w = p.weighted_W.args();  // (k, e, j, i)
+    p.weighted_W.compute_at(p.s, rio)
+        .reorder_storage(w[1], w[2], w[0], w[3])
+        .reorder(w[1], w[0], w[2], w[3])
+        .vectorize(w[1], vec, TailStrategy::GuardWithIf);
+    // At in_dim 8, k unrolled: its 8 strided reads of W's rows become dense loads and shuffles.
+    p.weighted_W.specialize(f.rk.x.extent() == 8).unroll(w[0]);
+}
+
+// One pass of cpu_lanes over input-capsule chunks (see above).
+void lanes_pass(FusedPass &p, const FusedDigitCapsStages &f, int vec) {
+    const Var e = f.e, j = f.j, i = f.i, b = f.b;
+    Var ii("ii"), bo("bo"), bi("bi"), bg("bg"), bl("bl");
+    RVar rio("rio"), rii("rii");
+    p.s.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
+    Func lanes = p.s.update().split(f.ri, rio, rii, vec, TailStrategy::GuardWithIf).rfactor(rii, ii);
+    p.s.update().reorder(rii, e, j, b).split(b, bo, bi, kLanesBatchTile, TailStrategy::GuardWithIf).parallel(bo);
+    lanes.compute_at(p.s, bo).reorder_storage(ii, e, j, b).reorder(ii, e, j, b).vectorize(ii);
+    lanes.update()
+        .split(b, bg, bl, kLanesGroup, TailStrategy::GuardWithIf)
+        .reorder(ii, e, j, bl, bg, rio)
+        .vectorize(ii);
+    const LoopLevel per_b(lanes, bl), group(lanes, bg), chunk(lanes, rio), per_tile(p.s, bo);
+    if (p.u_hat.has_update_definition()) {
+        schedule_util::u_hat_chunk_in_registers(p.u_hat, f.W, e, j, i, b, f.rk, chunk, group, per_tile, vec,
+                                                kLanesGroup);
+    }
+    if (p.agreement.defined()) {
+        p.v_sum.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
+        schedule_util::chunk_stage(p.agreement, i, j, b, per_b, per_tile, vec);
+        p.agreement.update().reorder(i, f.re, j).vectorize(i, vec, TailStrategy::GuardWithIf);
+    }
+    for (Func m : {p.logit_max, p.exp_sum}) {
+        schedule_util::chunk_stage(m, i, j, b, per_b, per_tile, vec);
+        schedule_util::update_over_i(m, i, f.rj, vec);
+    }
+    schedule_util::chunk_stage(p.c, i, j, b, per_b, per_tile, vec);
+}
 
 void cpu_lanes(const Target &target, FusedDigitCapsStages &f) {
     const int vec = target.natural_vector_size<float>();
-    const Var e = f.e, j = f.j, i = f.i, b = f.b;
+    const Var e = f.e, b = f.b;
     schedule_util::u_and_b0_i_innermost(f.u, f.b0, vec);
     for (size_t t = 0; t < f.passes.size(); t++) {
         FusedPass &p = f.passes[t];
-        Var ii("ii"), bo("bo"), bi("bi"), bg("bg"), bl("bl");
-        RVar rio("rio"), rii("rii");
-        p.s.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
-        Func lanes = p.s.update().split(f.ri, rio, rii, vec, TailStrategy::GuardWithIf).rfactor(rii, ii);
-        p.s.update().reorder(rii, e, j, b).split(b, bo, bi, kLanesBatchTile, TailStrategy::GuardWithIf).parallel(bo);
-        lanes.compute_at(p.s, bo).reorder_storage(ii, e, j, b).reorder(ii, e, j, b).vectorize(ii);
-        lanes.update()
-            .split(b, bg, bl, kLanesGroup, TailStrategy::GuardWithIf)
-            .reorder(ii, e, j, bl, bg, rio)
-            .vectorize(ii);
-        const LoopLevel per_b(lanes, bl), group(lanes, bg), chunk(lanes, rio), per_tile(p.s, bo);
-        if (p.u_hat.has_update_definition()) {
-            schedule_util::u_hat_chunk_in_registers(p.u_hat, f.W, e, j, i, b, f.rk, chunk, group, per_tile, vec,
-                                                    kLanesGroup);
+        if (p.weighted_W.defined()) {
+            first_pass_as_gemm(p, f, vec);
+        } else {
+            lanes_pass(p, f, vec);
         }
-        if (p.agreement.defined()) {
-            p.v_sum.compute_root().vectorize(e, vec, TailStrategy::GuardWithIf);
-            schedule_util::chunk_stage(p.agreement, i, j, b, per_b, per_tile, vec);
-            p.agreement.update().reorder(i, f.re, j).vectorize(i, vec, TailStrategy::GuardWithIf);
-        }
-        for (Func m : {p.logit_max, p.exp_sum}) {
-            schedule_util::chunk_stage(m, i, j, b, per_b, per_tile, vec);
-            schedule_util::update_over_i(m, i, f.rj, vec);
-        }
-        schedule_util::chunk_stage(p.c, i, j, b, per_b, per_tile, vec);
         const bool last = t + 1 == f.passes.size();
         Func v_t = last ? f.v : p.squash.v;
         if (!last) v_t.compute_root();

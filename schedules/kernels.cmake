@@ -83,9 +83,10 @@ halcaps_add_kernel(digitcaps_fused              fused_split_all_vectors cuda ITE
 # bench run); fused stays the default (ahead at b512).
 halcaps_add_kernel(digitcaps_fused              fused_chunk8      cuda ITERATIONS 3)
 halcaps_add_kernel(digitcaps_fused              fused_cpu         cpu  ITERATIONS 3)
-# cpu_lanes: every stage of a pass vectorised across input capsules; the
-# layer's CPU default at 3 iterations.
-halcaps_add_kernel(digitcaps_fused              cpu_lanes         cpu  ITERATIONS 3)
+# cpu_lanes: every stage of a pass vectorised across input capsules, the
+# first pass as one matrix product (first_pass_as_gemm); the layer's CPU
+# default at 3 iterations.
+halcaps_add_kernel(digitcaps_fused              cpu_lanes         cpu  ITERATIONS 3 PARAMS first_pass_as_gemm=true)
 # Routing alone in the same passes (generator routing_fused): u_hat read once
 # per iteration; the CUDA default for route.
 foreach (n IN ITEMS 1 3 5)
@@ -121,7 +122,7 @@ halcaps_add_kernel(digitcaps_backward           rows_vectors      cuda ITERATION
 # forward's default is cpu_lanes.
 foreach (n IN ITEMS 1 3 5)
     halcaps_add_kernel(digitcaps_fused_with_s   fused_cpu         cpu  ITERATIONS ${n})
-    halcaps_add_kernel(digitcaps_fused_with_s   cpu_lanes         cpu  ITERATIONS ${n})
+    halcaps_add_kernel(digitcaps_fused_with_s   cpu_lanes         cpu  ITERATIONS ${n} PARAMS first_pass_as_gemm=true)
     halcaps_add_kernel(digitcaps_backward_with_s cpu              cpu  ITERATIONS ${n})
 endforeach ()
 # The training pair's backward in three phases that store nothing of
